@@ -1,0 +1,205 @@
+"""The OpenCL device layer: the single owner of context, queue, memory pool and compiled programs.
+
+Everything that talks to OpenCL gets its context from a :class:`Device`; kernels are compiled from
+``kernels/<name>.cl`` with ``-D`` defines and cached per (name, defines).
+"""
+import os
+import pathlib
+import threading
+from dataclasses import dataclass
+
+from .errors import PeanutError
+
+NO_PLATFORM_HELP = (
+    "no OpenCL platform found. Install your GPU vendor's OpenCL driver (NVIDIA, AMD ROCm, Intel), "
+    "or the portable CPU device with: pip install 'pyopencl[pocl]'"
+)
+
+
+def kernel_dir():
+    """Directory holding the ``.cl`` files: inside the installed package, else the source tree's ``kernels/``."""
+    here = pathlib.Path(__file__).resolve().parent
+    for candidate in (here / "kernels", here.parent / "kernels"):
+        if any(candidate.glob("*.cl")):
+            return candidate
+    raise PeanutError(f"OpenCL kernel sources not found (looked in {here / 'kernels'} and {here.parent / 'kernels'})")
+
+
+def _cl():
+    try:
+        import pyopencl
+    except ImportError as e:  # pragma: no cover - dependency is declared
+        raise PeanutError(f"pyopencl is not installed ({e}); {NO_PLATFORM_HELP}") from None
+    return pyopencl
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    platform: str
+    name: str
+    type: str
+    compute_units: int
+    global_mem: int
+    max_alloc: int
+    max_work_group: int
+    opencl_version: str
+
+    def describe(self):
+        gib = 1 << 30
+        return (
+            f"[{self.index}] {self.platform} | {self.name} | {self.type} | {self.compute_units} CUs | "
+            f"{self.global_mem / gib:.1f} GiB global | {self.max_alloc / gib:.1f} GiB max alloc | "
+            f"wg {self.max_work_group} | {self.opencl_version}"
+        )
+
+
+def _type_name(cl, t):
+    if t & cl.device_type.GPU:
+        return "GPU"
+    if t & cl.device_type.ACCELERATOR:
+        return "ACCELERATOR"
+    if t & cl.device_type.CPU:
+        return "CPU"
+    return "OTHER"
+
+
+def _all_devices():
+    """All (DeviceInfo, cl.Device) pairs in platform order; raises PeanutError if there is no platform."""
+    cl = _cl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:
+        platforms = []
+    found = []
+    for platform in platforms:
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        for dev in devices:
+            info = DeviceInfo(
+                index=len(found),
+                platform=platform.name.strip(),
+                name=dev.name.strip(),
+                type=_type_name(cl, dev.type),
+                compute_units=dev.max_compute_units,
+                global_mem=dev.global_mem_size,
+                max_alloc=dev.max_mem_alloc_size,
+                max_work_group=dev.max_work_group_size,
+                opencl_version=dev.version.strip(),
+            )
+            found.append((info, dev))
+    if not found:
+        raise PeanutError(NO_PLATFORM_HELP)
+    return found
+
+
+def list_devices():
+    return [info for info, _ in _all_devices()]
+
+
+def _pick(found, spec):
+    """Choose a device: ``spec`` is an index or a case-insensitive name substring; else PYOPENCL_CTX; else GPU first."""
+    if spec is None:
+        spec = os.environ.get("PYOPENCL_CTX") or None
+        if spec is not None and ":" in spec:  # PyOpenCL's "platform:device" syntax
+            p, _, d = spec.partition(":")
+            platforms = []
+            for info, dev in found:
+                if info.platform not in platforms:
+                    platforms.append(info.platform)
+            try:
+                plat = platforms[int(p)]
+                return [x for x in found if x[0].platform == plat][int(d or 0)]
+            except (ValueError, IndexError):
+                raise PeanutError(f"PYOPENCL_CTX={spec!r} does not name an OpenCL device; see `peanut devices`") from None
+    if spec is None:
+        order = {"GPU": 0, "ACCELERATOR": 1, "CPU": 2, "OTHER": 3}
+        return min(found, key=lambda x: (order[x[0].type], x[0].index))
+    spec = str(spec)
+    if spec.isdigit():
+        i = int(spec)
+        if i >= len(found):
+            raise PeanutError(f"--device {spec}: there are only {len(found)} OpenCL devices; see `peanut devices`")
+        return found[i]
+    matches = [x for x in found if spec.lower() in f"{x[0].platform} {x[0].name}".lower()]
+    if not matches:
+        raise PeanutError(f"--device {spec!r} matches no OpenCL device; see `peanut devices`")
+    return matches[0]
+
+
+def default_device_index(spec=None):
+    return _pick(_all_devices(), spec)[0].index
+
+
+class Device:
+    """One OpenCL device with its context, in-order queue, memory pool and program cache.
+
+    Create one per run and pass it to every kernel wrapper; nothing else creates contexts.
+    """
+
+    def __init__(self, spec=None, memory_cap=None):
+        cl = _cl()
+        import pyopencl.tools
+
+        self.info, self.cl_device = _pick(_all_devices(), spec)
+        self.context = cl.Context([self.cl_device])
+        self.queue = cl.CommandQueue(self.context)
+        self.allocator = pyopencl.tools.ImmediateAllocator(self.queue)
+        self.pool = pyopencl.tools.MemoryPool(self.allocator)
+        self._programs = {}
+        self._lock = threading.Lock()
+        # A cap (bytes) lets tests and benchmarks simulate a smaller device.
+        self.global_mem = min(self.info.global_mem, memory_cap) if memory_cap else self.info.global_mem
+        self.max_alloc = min(self.info.max_alloc, self.global_mem)
+
+    @property
+    def name(self):
+        return self.info.name
+
+    @property
+    def max_work_group(self):
+        return self.info.max_work_group
+
+    def program(self, name, **defines):
+        """Compile ``kernels/<name>.cl`` with ``-D KEY=VALUE`` for each define; cached per argument set."""
+        cl = _cl()
+        key = (name, tuple(sorted(defines.items())))
+        with self._lock:
+            prg = self._programs.get(key)
+            if prg is not None:
+                return prg
+            path = kernel_dir() / f"{name}.cl"
+            try:
+                source = path.read_text()
+            except OSError as e:
+                raise PeanutError(f"cannot read kernel {path}: {e.strerror}") from None
+            options = [f"-D{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(defines.items())]
+            options += ["-I", str(path.parent)]
+            try:
+                prg = cl.Program(self.context, source).build(options=options)
+            except cl.RuntimeError as e:
+                raise PeanutError(f"OpenCL build of {path} failed:\n{e}") from None
+            self._programs[key] = prg
+            return prg
+
+    def work_group_size(self, kernel, preferred=256):
+        """A work-group size valid for ``kernel`` on this device (never a vendor-specific constant)."""
+        cl = _cl()
+        limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
+        multiple = kernel.get_work_group_info(
+            cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, self.cl_device
+        )
+        size = min(preferred, limit, self.max_work_group)
+        if multiple and size >= multiple:
+            size -= size % multiple
+        return max(1, size)
+
+    def launch(self, kernel, n, *args, preferred=256):
+        """Run a 1-D kernel over ``n`` work-items (global size rounded up; kernels guard ``gid < n``)."""
+        if n == 0:
+            return None
+        wg = self.work_group_size(kernel, preferred)
+        global_size = (n + wg - 1) // wg * wg
+        return kernel(self.queue, (global_size,), (wg,), *args)

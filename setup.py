@@ -1,0 +1,51 @@
+"""Build script: Cython extensions of peanut_py/*.pyx and the OpenCL kernels as package data."""
+import glob
+import os
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def version():
+    ns = {}
+    with open(os.path.join(here, "peanut_py", "_version.py")) as f:
+        exec(f.read(), ns)
+    return ns["__version__"]
+
+
+extensions = [
+    Extension(
+        "peanut_py." + os.path.splitext(os.path.basename(path))[0],
+        [path],
+        include_dirs=[numpy.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O3"],
+    )
+    for path in sorted(glob.glob("peanut_py/*.pyx"))
+]
+
+setup(
+    name="peanut-py",
+    version=version(),
+    description="Portable OpenCL read mapper after PEANUT (q-group index, filtration, Myers validation)",
+    long_description=open(os.path.join(here, "README.md")).read(),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    python_requires=">=3.10",
+    # kernels/ lives at the top level of the repository but is installed inside the package,
+    # so an installed `peanut` finds its .cl files from any working directory.
+    packages=["peanut_py", "peanut_py.kernels"],
+    package_dir={"peanut_py": "peanut_py", "peanut_py.kernels": "kernels"},
+    package_data={"peanut_py.kernels": ["*.cl"]},
+    ext_modules=cythonize(extensions, language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}),
+    install_requires=["numpy>=1.24", "h5py>=3.8", "pyopencl>=2023.1", "pysam>=0.21"],
+    extras_require={
+        "pocl": ["pyopencl[pocl]"],
+        "test": ["pytest>=7"],
+    },
+    entry_points={"console_scripts": ["peanut = peanut_py.cli:main"]},
+    zip_safe=False,
+)
