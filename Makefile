@@ -6,7 +6,7 @@ PY      = $(BIN)/python
 DEMO    = .demo
 EXAMPLE = index/example
 
-.PHONY: install demo test docs bench bench-quick clean
+.PHONY: install cpu-device demo test docs bench bench-quick clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,14 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(PY) -m pip install -q "cython>=3.0" "numpy>=1.24"
 	$(PY) -m pip install -q --no-build-isolation -e '.[pocl,test]'
+	@$(BIN)/peanut devices --check || $(MAKE) --no-print-directory cpu-device
+
+# PyPI's PoCL (LLVM 14) cannot compile for CPUs newer than its LLVM knows (e.g. AMD Zen 5); Debian's can.
+cpu-device:
+	@echo "peanut: the PyPI CPU OpenCL device does not work on this CPU; installing Debian's pocl-opencl-icd"
+	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -q pocl-opencl-icd >/dev/null || { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q pocl-opencl-icd >/dev/null; }
+	$(BIN)/peanut devices --check
 
 demo: install
 	@mkdir -p $(DEMO)

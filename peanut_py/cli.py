@@ -38,15 +38,60 @@ def cmd_info(args):
     print(reference.ReferenceIndex(args.index).describe())
 
 
+def _mode(text):
+    if text in ("best", "all"):
+        return text
+    if text.startswith("strata:") and text[7:].isdigit() and int(text[7:]) >= 1:
+        return text
+    raise argparse.ArgumentTypeError(f"invalid mode {text!r} (best, all or strata:N)")
+
+
+def _identity(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid identity {text!r}") from None
+    if value > 1:  # accept percent like PEANUT's -i 80
+        value /= 100.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"identity must be in (0, 1] or (0, 100], got {text}")
+    return value
+
+
+def cmd_map(args):
+    from .mapping import map_reads
+    from .report import MapOptions
+
+    if args.mates is not None:
+        raise PeanutError("paired-end mapping is not implemented yet; map the mates as single-end reads for now")
+    opts = MapOptions(
+        mode=args.mode, max_hits=args.max_hits, min_identity=args.min_identity, local=not args.semiglobal,
+        secondary=args.secondary, match=args.A, mismatch=args.B, gap_open=args.O, gap_extend=args.E, clip=args.L,
+    )
+    map_reads(
+        args.index, args.reads, opts, output=args.output, threads=args.threads, device_spec=args.device,
+        batch_size=args.batch_size, read_group=args.read_group, reference=args.reference,
+        command_line=args.command_line, log=None if args.quiet else _log,
+    )
+
+
 def cmd_devices(args):
     from . import device
 
     infos = device.list_devices()
     chosen = device.default_device_index(args.device)
+    if args.check:
+        info = device.check_device(args.device)
+        print(f"ok: [{info.index}] {info.name} compiles and runs OpenCL kernels")
+        return
     for info in infos:
         mark = "*" if info.index == chosen else " "
         print(f"{mark} {info.describe()}")
     print("(* = the device a run would use; choose another with --device INDEX|NAME or PYOPENCL_CTX)")
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt()
 
 
 def build_parser():
@@ -79,8 +124,38 @@ def build_parser():
     p.add_argument("index", metavar="INDEX.h5")
     p.set_defaults(func=cmd_info)
 
+    p = sub.add_parser("map", help="map reads to an index; SAM on stdout (or -o OUT.sam|OUT.bam)")
+    p.add_argument("index", metavar="INDEX.h5")
+    p.add_argument("reads", metavar="READS", help="FASTQ or FASTA, plain or gzip")
+    p.add_argument("mates", metavar="MATES", nargs="?", help="second mates (paired-end; not implemented yet)")
+    p.add_argument("-o", "--output", metavar="OUT", help="output file: .sam or .bam (default: SAM on stdout)")
+    p.add_argument("-t", "--threads", type=int, default=1, help="postprocessing threads (default %(default)s)")
+    p.add_argument("--device", metavar="D", help="OpenCL device index or name substring (see `peanut devices`)")
+    p.add_argument("-R", "--read-group", metavar="STR", help="read group header line such as '@RG\\tID:x\\tSM:y'")
+    p.add_argument("--mode", type=_mode, default="best",
+                   help="report the best stratum (best), all strata (all) or the best N strata (strata:N)")
+    p.add_argument("--max-hits", type=int, default=5, metavar="N", help="report at most N hits per read (default %(default)s)")
+    p.add_argument("-i", "--min-identity", type=_identity, default=0.8, metavar="ID",
+                   help="minimum percent identity (len - edits) / len of a hit, 0..1 or 0..100 (default 0.8)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--local", action="store_true", help="local alignment, soft-clipping read ends (default)")
+    g.add_argument("--semiglobal", action="store_true", help="align every read end to end")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--secondary", action="store_true", help="report other hits as secondary (0x100) records")
+    g.add_argument("--xa", action="store_true", help="report other hits in BWA's XA tag (default)")
+    p.add_argument("--batch-size", type=int, metavar="N", help="reads per device buffer (default: from device memory)")
+    p.add_argument("-A", type=int, default=1, help="match score (default %(default)s)")
+    p.add_argument("-B", type=int, default=4, help="mismatch penalty (default %(default)s)")
+    p.add_argument("-O", type=int, default=6, help="gap open penalty (default %(default)s)")
+    p.add_argument("-E", type=int, default=1, help="gap extension penalty (default %(default)s)")
+    p.add_argument("-L", type=int, default=5, help="clipping penalty in local mode (default %(default)s)")
+    p.add_argument("--reference", metavar="REF.fa", help="refuse to run unless INDEX was built from this FASTA")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr")
+    p.set_defaults(func=cmd_map)
+
     p = sub.add_parser("devices", help="list OpenCL devices and mark the one a run would use")
     p.add_argument("--device", metavar="D", help="device index or name substring")
+    p.add_argument("--check", action="store_true", help="compile and run a trivial kernel on the chosen device")
     p.set_defaults(func=cmd_devices)
     return parser
 
@@ -93,6 +168,8 @@ def main(argv=None):
     # A closed pipe (peanut ... | head) ends quietly like other Unix tools.
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGTERM unwinds like Ctrl-C, so atomic writers delete their temporary files
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         args.func(args)
     except PeanutError as e:

@@ -95,6 +95,45 @@ def _all_devices():
     return found
 
 
+_PROBE_SOURCE = "__kernel void probe(__global uint *x) { x[get_global_id(0)] += 1u; }"
+_probe_cache = {}
+
+
+def probe(cl_device):
+    """Compile and run a trivial kernel on ``cl_device``; None if it works, else the error text."""
+    key = (cl_device.platform.name, cl_device.name, cl_device.int_ptr)
+    if key not in _probe_cache:
+        cl = _cl()
+        import numpy as np
+
+        try:
+            ctx = cl.Context([cl_device])
+            queue = cl.CommandQueue(ctx)
+            prg = cl.Program(ctx, _PROBE_SOURCE).build()
+            host = np.arange(4, dtype=np.uint32)
+            buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+            prg.probe(queue, (4,), None, buf)
+            cl.enqueue_copy(queue, host, buf)
+            queue.finish()
+            ok = np.array_equal(host, np.arange(1, 5, dtype=np.uint32))
+            _probe_cache[key] = None if ok else "trivial kernel gave wrong results"
+        except cl.Error as e:
+            _probe_cache[key] = " ".join(str(e).split())[:300]
+    return _probe_cache[key]
+
+
+def check_device(spec=None):
+    """Raise PeanutError unless the chosen device compiles and runs a trivial kernel."""
+    info, dev = _pick(_all_devices(), spec)
+    error = probe(dev)
+    if error is not None:
+        raise PeanutError(
+            f"OpenCL device [{info.index}] {info.name} cannot compile kernels ({error}); "
+            "on Debian/Ubuntu `apt-get install pocl-opencl-icd` gives a working CPU device"
+        )
+    return info
+
+
 def list_devices():
     return [info for info, _ in _all_devices()]
 
@@ -116,7 +155,14 @@ def _pick(found, spec):
                 raise PeanutError(f"PYOPENCL_CTX={spec!r} does not name an OpenCL device; see `peanut devices`") from None
     if spec is None:
         order = {"GPU": 0, "ACCELERATOR": 1, "CPU": 2, "OTHER": 3}
-        return min(found, key=lambda x: (order[x[0].type], x[0].index))
+        ranked = sorted(found, key=lambda x: (order[x[0].type], x[0].index))
+        # A listed device may still be unable to compile kernels (seen: PyPI's PoCL on CPUs newer than its
+        # LLVM knows); the default skips such devices when a working one exists.
+        if len(ranked) > 1:
+            for candidate in ranked:
+                if probe(candidate[1]) is None:
+                    return candidate
+        return ranked[0]
     spec = str(spec)
     if spec.isdigit():
         i = int(spec)

@@ -1,0 +1,550 @@
+# cython: cdivision=True, initializedcheck=False
+"""Banded affine-gap (Gotoh) alignment with traceback: CIGAR, NM, MD and AS, free of the GIL.
+
+The algorithm, its boundary conditions and every tie-breaking rule are specified in docs/alignment.md;
+kernels/affine.cl must reproduce this file bit for bit, so any change here is a change of that spec.
+Scores are int32; NEG_INF is far enough below every reachable score that unreachable cells never tie
+with reachable ones (the parameter and length limits checked in Python guarantee that).
+"""
+from collections import namedtuple
+
+import numpy as np
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+
+cdef enum:
+    NEG_INF = -1073741824           # -2**30
+    VALID_MIN = -536870912          # -2**29: scores above this come from real paths
+
+cdef enum:                          # BAM op codes
+    OP_M = 0
+    OP_I = 1
+    OP_D = 2
+    OP_S = 4
+
+cdef enum:                          # traceback byte: bits 0-1 where H came from, bit 2 E extended, bit 3 F extended
+    SRC_START = 0
+    SRC_DIAG = 1
+    SRC_E = 2
+    SRC_F = 3
+
+MAX_LENGTH = 65535   # read and window length limit (keeps int32 scores far from overflow)
+MAX_PENALTY = 1000   # limit for every scoring parameter
+
+Alignment = namedtuple("Alignment", "pos ref_end read_begin read_end score nm cigar cigar_string md")
+Alignment.__doc__ = """One alignment. pos/ref_end: global 0-based reference interval [pos, ref_end) of the aligned
+part (pos = -1: no alignment); read_begin/read_end: aligned read interval; score: AS; nm: NM;
+cigar: uint32 array in BAM encoding (len << 4 | op, op 0=M 1=I 2=D 4=S); cigar_string, md: SAM strings."""
+
+BatchAlignments = namedtuple("BatchAlignments", "pos ref_end read_begin read_end score nm cigar cigar_offsets")
+BatchAlignments.__doc__ = """Flat results of align_batch for n pairs: pos, ref_end (int64[n], global, pos = -1 means
+no alignment), read_begin, read_end, score, nm (int32[n]); cigar (uint32, BAM encoding) with pair p's ops in
+cigar[cigar_offsets[p]:cigar_offsets[p + 1]] (cigar_offsets int64[n + 1])."""
+
+_OP_CHARS = "MIDNSHP=X"
+
+
+cdef inline int32_t imax(int32_t a, int32_t b) noexcept nogil:
+    return a if a > b else b
+
+
+cdef void work_init(AlignWork *w) noexcept nogil:
+    w.H = NULL
+    w.F = NULL
+    w.tb = NULL
+    w.tb_cap = 0
+    w.row_cap = 0
+
+
+cdef void work_free(AlignWork *w) noexcept nogil:
+    free(w.H)
+    free(w.F)
+    free(w.tb)
+    work_init(w)
+
+
+cdef int work_reserve(AlignWork *w, int32_t width, size_t cells) noexcept nogil:
+    cdef void *p
+    if width + 1 > w.row_cap:
+        p = realloc(w.H, (width + 1) * sizeof(int32_t))
+        if p == NULL:
+            return -1
+        w.H = <int32_t *> p
+        p = realloc(w.F, (width + 1) * sizeof(int32_t))
+        if p == NULL:
+            return -1
+        w.F = <int32_t *> p
+        w.row_cap = width + 1
+    if cells > w.tb_cap:
+        p = realloc(w.tb, cells)
+        if p == NULL:
+            return -1
+        w.tb = <uint8_t *> p
+        w.tb_cap = cells
+    return 0
+
+
+cdef inline void set_unaligned(AlignResult *out) noexcept nogil:
+    out.ref_begin = -1
+    out.ref_end = -1
+    out.read_begin = 0
+    out.read_end = 0
+    out.score = 0
+    out.nm = 0
+    out.n_cigar = 0
+
+
+cdef int align_core(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n,
+                    int32_t band_lo, int32_t band_hi, bint local, const Scoring *sc,
+                    AlignWork *w, uint32_t *cigar, int32_t cigar_cap, AlignResult *out) noexcept nogil:
+    cdef int32_t lo = band_lo if band_lo > -m else -m     # diagonals outside [-m, n] hold no cells
+    cdef int32_t hi = band_hi if band_hi < n else n
+    cdef int32_t W, i, j, k, h, d, e, f, ee, hleft, up_open, up_ext, left_open, left_ext
+    cdef int32_t start_value, end_pen, t, best_t, best_i, best_j, rc, k_lo, k_hi
+    cdef int32_t go = sc.O + sc.E
+    cdef int32_t gext = sc.E
+    cdef int32_t srow[5]
+    cdef int32_t *H
+    cdef int32_t *F
+    cdef uint8_t *tbrow
+    cdef uint8_t src
+
+    set_unaligned(out)
+    if m <= 0 or lo > hi:
+        return 0
+    W = hi - lo + 1
+    if work_reserve(w, W, <size_t> (m + 1) * <size_t> W) != 0:
+        return -1
+    H = w.H
+    F = w.F
+
+    # row 0: the alignment may begin at any reference position inside the band (free reference start)
+    for k in range(W):
+        j = lo + k
+        H[k] = 0 if (j >= 0 and j <= n) else NEG_INF
+        F[k] = NEG_INF
+    H[W] = NEG_INF
+    F[W] = NEG_INF
+
+    start_value = -sc.clip
+    best_t = NEG_INF
+    best_i = -1
+    best_j = -1
+    for i in range(1, m + 1):
+        rc = read[i - 1]
+        for k in range(4):
+            srow[k] = -sc.ambig if rc == 4 else (sc.A if rc == k else -sc.B)
+        srow[4] = -sc.ambig
+        end_pen = 0 if i == m else sc.clip
+        tbrow = w.tb + <size_t> i * W
+        # band cells of this row inside the window [0, n]; the others are unreachable
+        k_lo = -(i + lo) if i + lo < 0 else 0
+        k_hi = n - (i + lo) if n - (i + lo) < W - 1 else W - 1
+        for k in range(0, k_lo if k_lo < W else W):
+            H[k] = NEG_INF
+            F[k] = NEG_INF
+            tbrow[k] = 0
+        for k in range(k_hi + 1 if k_hi >= 0 else 0, W):
+            H[k] = NEG_INF
+            F[k] = NEG_INF
+            tbrow[k] = 0
+        e = NEG_INF
+        hleft = NEG_INF
+        for k in range(k_lo, k_hi + 1):
+            j = i + lo + k
+            # H[k] still holds (i-1, j-1), H[k+1] and F[k+1] hold (i-1, j)
+            d = H[k] + srow[ref[j - 1]] if j > 0 else NEG_INF
+            up_open = H[k + 1] - go
+            up_ext = F[k + 1] - gext
+            f = up_ext if up_ext > up_open else up_open            # ties: open
+            left_open = hleft - go
+            left_ext = e - gext
+            ee = left_ext if left_ext > left_open else left_open   # ties: open
+            h = imax(imax(d, ee), f)
+            if local:
+                h = imax(h, start_value)
+            # priority fresh start > diagonal > deletion > insertion, written as overrides so it compiles
+            # to conditional moves instead of branches
+            src = SRC_F
+            if h == ee:
+                src = SRC_E
+            if h == d:
+                src = SRC_DIAG
+            if local and h == start_value:
+                src = SRC_START
+            tbrow[k] = src | ((left_ext > left_open) << 2) | ((up_ext > up_open) << 3)
+            H[k] = h
+            F[k] = f
+            e = ee
+            hleft = h
+            # candidate end cells: the last row (semiglobal) or any non-empty alignment (local)
+            if (local and src != SRC_START) or (not local and i == m):
+                t = h - end_pen if local else h
+                if t > VALID_MIN and (t > best_t or (t == best_t and (j < best_j or (j == best_j and i > best_i)))):
+                    best_t = t
+                    best_i = i
+                    best_j = j
+    if best_i < 0:
+        return 0
+    return traceback(read, m, ref, lo, W, local, sc, w, best_i, best_j, cigar, cigar_cap, out)
+
+
+cdef inline int push_op(uint32_t *cigar, int32_t cap, int32_t *n_ops, int op) noexcept nogil:
+    # run-length encoding, ops arrive in reverse order
+    if n_ops[0] > 0 and (cigar[n_ops[0] - 1] & 0xf) == <uint32_t> op:
+        cigar[n_ops[0] - 1] += 16
+        return 0
+    if n_ops[0] >= cap:
+        return -2
+    cigar[n_ops[0]] = 16 | op
+    n_ops[0] += 1
+    return 0
+
+
+cdef int traceback(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t lo, int32_t W, bint local,
+                   const Scoring *sc, AlignWork *w, int32_t end_i, int32_t end_j,
+                   uint32_t *cigar, int32_t cap, AlignResult *out) noexcept nogil:
+    cdef int32_t i = end_i, j = end_j, n_ops = 0, nm = 0, score = 0, k, state = 0, n_m = 0
+    cdef uint8_t b, rc, fc
+    cdef uint32_t tmp
+    if cap < 1:
+        return -2
+    if m - end_i > 0:
+        cigar[0] = <uint32_t> (m - end_i) << 4 | OP_S
+        n_ops = 1
+    while True:
+        if state == 0 and i == 0:
+            break               # row 0 (E and F never lead there)
+        b = w.tb[<size_t> i * W + (j - i - lo)]
+        if state == 0:          # in H
+            if (b & 3) == SRC_START:
+                break
+            if (b & 3) == SRC_DIAG:
+                rc = read[i - 1]
+                fc = ref[j - 1]
+                if rc == 4 or fc == 4:
+                    score -= sc.ambig
+                    nm += 1
+                elif rc == fc:
+                    score += sc.A
+                else:
+                    score -= sc.B
+                    nm += 1
+                n_m += 1
+                if push_op(cigar, cap, &n_ops, OP_M) != 0:
+                    return -2
+                i -= 1
+                j -= 1
+            else:
+                state = b & 3
+                score -= sc.O    # the gap opened here (seen from the end) is paid once
+        elif state == SRC_E:    # deletion: consumes reference
+            score -= sc.E
+            nm += 1
+            if push_op(cigar, cap, &n_ops, OP_D) != 0:
+                return -2
+            j -= 1
+            if not (b & 4):
+                state = 0
+        else:                   # insertion: consumes read
+            score -= sc.E
+            nm += 1
+            if push_op(cigar, cap, &n_ops, OP_I) != 0:
+                return -2
+            i -= 1
+            if not (b & 8):
+                state = 0
+    if n_m == 0:
+        return 0                # only gaps: reported as no alignment
+    if i > 0:
+        if n_ops >= cap:
+            return -2
+        cigar[n_ops] = <uint32_t> i << 4 | OP_S
+        n_ops += 1
+    for k in range(n_ops // 2):
+        tmp = cigar[k]
+        cigar[k] = cigar[n_ops - 1 - k]
+        cigar[n_ops - 1 - k] = tmp
+    out.ref_begin = j
+    out.ref_end = end_j
+    out.read_begin = i
+    out.read_end = end_i
+    out.score = score
+    out.nm = nm
+    out.n_cigar = n_ops
+    return 0
+
+
+cdef int32_t write_uint(char *md, int32_t pos, int32_t v) noexcept nogil:
+    cdef char buf[12]
+    cdef int32_t nd = 0
+    while True:
+        buf[nd] = 48 + v % 10
+        nd += 1
+        v //= 10
+        if v == 0:
+            break
+    while nd > 0:
+        nd -= 1
+        md[pos] = buf[nd]
+        pos += 1
+    return pos
+
+
+cdef int32_t md_core(const uint8_t *read, const uint8_t *ref, int64_t ref_begin,
+                     const uint32_t *cigar, int32_t n_cigar, char *md, int32_t md_cap) noexcept nogil:
+    cdef const char *letters = b"ACGTN"
+    cdef int64_t r = ref_begin
+    cdef int32_t q = 0, pos = 0, run = 0, c, l, x
+    cdef uint32_t op
+    cdef uint8_t rc, fc
+    for c in range(n_cigar):
+        op = cigar[c] & 0xf
+        l = cigar[c] >> 4
+        if op == OP_M:
+            for x in range(l):
+                rc = read[q]
+                fc = ref[r]
+                if rc == fc and rc != 4:
+                    run += 1
+                else:
+                    if pos + 13 > md_cap:
+                        return -1
+                    pos = write_uint(md, pos, run)
+                    md[pos] = letters[fc if fc < 4 else 4]
+                    pos += 1
+                    run = 0
+                q += 1
+                r += 1
+        elif op == OP_D:
+            if pos + 12 + l > md_cap:
+                return -1
+            pos = write_uint(md, pos, run)
+            md[pos] = 94   # '^'
+            pos += 1
+            for x in range(l):
+                fc = ref[r]
+                md[pos] = letters[fc if fc < 4 else 4]
+                pos += 1
+                r += 1
+            run = 0
+        else:           # I and S consume the read only
+            q += l
+    if pos + 12 > md_cap:
+        return -1
+    return write_uint(md, pos, run)
+
+
+# ---------------------------------------------------------------- Python API
+
+
+def cigar_string(cigar):
+    """SAM CIGAR string of a BAM-encoded uint32 op array ("*" when empty)."""
+    if len(cigar) == 0:
+        return "*"
+    return "".join(f"{int(c) >> 4}{_OP_CHARS[int(c) & 0xf]}" for c in cigar)
+
+
+def cigar_tuples(cigar):
+    """List of (op, length) with BAM op codes (0=M, 1=I, 2=D, 4=S), as pysam's cigartuples."""
+    return [(int(c) & 0xf, int(c) >> 4) for c in cigar]
+
+
+cdef Scoring make_scoring(A, B, O, E, ambig, clip) except *:
+    cdef Scoring sc
+    for name, v in (("A", A), ("B", B), ("O", O), ("E", E), ("ambig", ambig), ("clip", clip)):
+        if not 0 <= v <= MAX_PENALTY:
+            raise ValueError(f"scoring parameter {name}={v} outside [0, {MAX_PENALTY}]")
+    if O + E < 1:
+        raise ValueError("a gap must cost something: O + E >= 1")
+    sc.A, sc.B, sc.O, sc.E, sc.ambig, sc.clip = A, B, O, E, ambig, clip
+    return sc
+
+
+def _codes(x, what):
+    a = np.ascontiguousarray(x, dtype=np.uint8)
+    if a.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional")
+    if a.size and a.max() > 4:
+        raise ValueError(f"{what} holds codes above 4")
+    return a
+
+
+def _offsets(x, total, what):
+    o = np.ascontiguousarray(x, dtype=np.int64)
+    if o.ndim != 1 or o.size < 1 or o[0] != 0 or o[o.size - 1] != total or np.any(np.diff(o) < 0):
+        raise ValueError(f"{what} must start at 0, be non-decreasing and end at the sequence length")
+    if o.size > 1 and np.diff(o).max() > MAX_LENGTH:
+        raise ValueError(f"{what}: a sequence is longer than {MAX_LENGTH}")
+    return o
+
+
+def align(read_codes, ref_codes, ref_global_start, band_lo, band_hi, local, A=1, B=4, O=6, E=1, *, ambig=1, clip=5):
+    """Align one read (codes 0..4) to a reference window (codes 0..4) starting at global position
+    ref_global_start, within diagonals band_lo..band_hi (window position - read position, inclusive).
+    local=True soft-clips read ends at `clip` each; local=False aligns the whole read. Returns Alignment."""
+    read = _codes(read_codes, "read_codes")
+    ref = _codes(ref_codes, "ref_codes")
+    if read.size > MAX_LENGTH or ref.size > MAX_LENGTH:
+        raise ValueError(f"read and window must be at most {MAX_LENGTH} bases")
+    cdef Scoring sc = make_scoring(A, B, O, E, ambig, clip)
+    cdef const uint8_t[::1] rv = read
+    cdef const uint8_t[::1] fv = ref
+    cdef int32_t m = read.size, n = ref.size, lo = band_lo, hi = band_hi
+    cdef bint loc = bool(local)
+    cdef AlignWork w
+    cdef AlignResult res
+    cdef int rcode
+    cdef int32_t md_len = 0
+    cigar = np.zeros(2 * m + 3, dtype=np.uint32)
+    cdef uint32_t[::1] cv = cigar
+    md_buf = bytearray(3 * (n + 1) + 16)
+    cdef char *mdp = md_buf
+    cdef const uint8_t *rp = &rv[0] if m > 0 else NULL
+    cdef const uint8_t *fp = &fv[0] if n > 0 else NULL
+    work_init(&w)
+    with nogil:
+        rcode = align_core(rp, m, fp, n, lo, hi, loc, &sc, &w, &cv[0], 2 * m + 3, &res)
+        work_free(&w)
+        if rcode == 0 and res.ref_begin >= 0:
+            md_len = md_core(rp, fp, res.ref_begin, &cv[0], res.n_cigar, mdp, 3 * (n + 1) + 16)
+    if rcode == -1:
+        raise MemoryError("alignment work buffers")
+    if rcode != 0:
+        raise RuntimeError(f"align_core failed ({rcode})")
+    cigar = cigar[:res.n_cigar].copy()
+    if res.ref_begin < 0:
+        return Alignment(-1, -1, 0, 0, 0, 0, cigar, "*", "")
+    return Alignment(int(ref_global_start) + res.ref_begin, int(ref_global_start) + res.ref_end,
+                     res.read_begin, res.read_end, res.score, res.nm, cigar, cigar_string(cigar),
+                     bytes(md_buf[:md_len]).decode("ascii"))
+
+
+def align_batch(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, band_lo, band_hi, local,
+                A=1, B=4, O=6, E=1, *, ambig=1, clip=5):
+    """Align pair p = read_seq[read_offsets[p]:read_offsets[p+1]] to the window
+    ref_seq[ref_offsets[p]:ref_offsets[p+1]] starting at global ref_global_start[p], band
+    band_lo[p]..band_hi[p], mode local[p] (scalars broadcast). The loop runs without the GIL with this
+    call's own work buffers, so several threads may call it at once. Returns BatchAlignments."""
+    rseq = _codes(read_seq, "read_seq")
+    fseq = _codes(ref_seq, "ref_seq")
+    roff = _offsets(read_offsets, rseq.size, "read_offsets")
+    foff = _offsets(ref_offsets, fseq.size, "ref_offsets")
+    npairs = roff.size - 1
+    if foff.size - 1 != npairs:
+        raise ValueError("read_offsets and ref_offsets describe different numbers of pairs")
+    gstart = np.ascontiguousarray(np.broadcast_to(ref_global_start, (npairs,)), dtype=np.int64)
+    blo = np.ascontiguousarray(np.broadcast_to(band_lo, (npairs,)), dtype=np.int32)
+    bhi = np.ascontiguousarray(np.broadcast_to(band_hi, (npairs,)), dtype=np.int32)
+    loc = np.ascontiguousarray(np.broadcast_to(local, (npairs,)), dtype=np.uint8)
+    cdef Scoring sc = make_scoring(A, B, O, E, ambig, clip)
+    pos = np.empty(npairs, dtype=np.int64)
+    ref_end = np.empty(npairs, dtype=np.int64)
+    read_begin = np.empty(npairs, dtype=np.int32)
+    read_end = np.empty(npairs, dtype=np.int32)
+    score = np.empty(npairs, dtype=np.int32)
+    nm = np.empty(npairs, dtype=np.int32)
+    cigar_offsets = np.zeros(npairs + 1, dtype=np.int64)
+    max_m = int(np.diff(roff).max()) if npairs else 0
+
+    cdef const uint8_t[::1] rv = rseq if rseq.size else np.zeros(1, np.uint8)
+    cdef const uint8_t[::1] fv = fseq if fseq.size else np.zeros(1, np.uint8)
+    cdef const int64_t[::1] ro = roff, fo = foff, gs = gstart
+    cdef const int32_t[::1] lov = blo, hiv = bhi
+    cdef const uint8_t[::1] locv = loc
+    cdef int64_t[::1] posv = pos, endv = ref_end, cov = cigar_offsets
+    cdef int32_t[::1] rbv = read_begin, rev = read_end, scv = score, nmv = nm
+    cdef int64_t p, np_ = npairs, total = 0, cap_out = 0
+    cdef int32_t scratch_cap = 2 * max_m + 3
+    cdef AlignWork w
+    cdef AlignResult res
+    cdef int rcode = 0
+    cdef uint32_t *scratch = NULL
+    cdef uint32_t *flat = NULL
+    cdef void *grown
+    cdef uint32_t[::1] cgv
+
+    work_init(&w)
+    with nogil:
+        scratch = <uint32_t *> malloc(scratch_cap * sizeof(uint32_t))
+        cap_out = 4 * np_ + 16
+        flat = <uint32_t *> malloc(cap_out * sizeof(uint32_t))
+        if scratch == NULL or flat == NULL:
+            rcode = -1
+        p = 0
+        while rcode == 0 and p < np_:
+            rcode = align_core(&rv[0] + ro[p], <int32_t> (ro[p + 1] - ro[p]), &fv[0] + fo[p],
+                               <int32_t> (fo[p + 1] - fo[p]), lov[p], hiv[p], locv[p] != 0, &sc, &w,
+                               scratch, scratch_cap, &res)
+            if rcode != 0:
+                break
+            if total + res.n_cigar > cap_out:
+                cap_out = 2 * cap_out + res.n_cigar
+                grown = realloc(flat, cap_out * sizeof(uint32_t))
+                if grown == NULL:
+                    rcode = -1
+                    break
+                flat = <uint32_t *> grown
+            if res.n_cigar > 0:
+                memcpy(flat + total, scratch, res.n_cigar * sizeof(uint32_t))
+            total += res.n_cigar
+            cov[p + 1] = total
+            posv[p] = gs[p] + res.ref_begin if res.ref_begin >= 0 else -1
+            endv[p] = gs[p] + res.ref_end if res.ref_begin >= 0 else -1
+            rbv[p] = res.read_begin
+            rev[p] = res.read_end
+            scv[p] = res.score
+            nmv[p] = res.nm
+            p += 1
+        work_free(&w)
+        free(scratch)
+    try:
+        if rcode == -1:
+            raise MemoryError("alignment work buffers")
+        if rcode != 0:
+            raise RuntimeError(f"align_core failed ({rcode})")
+        cigar = np.empty(total, dtype=np.uint32)
+        if total:
+            cgv = cigar
+            memcpy(&cgv[0], flat, total * sizeof(uint32_t))
+    finally:
+        free(flat)
+    return BatchAlignments(pos, ref_end, read_begin, read_end, score, nm, cigar, cigar_offsets)
+
+
+def md_batch(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, result):
+    """MD strings (list of str, "" for pairs without alignment) of align_batch's result on the same input."""
+    rseq = _codes(read_seq, "read_seq")
+    fseq = _codes(ref_seq, "ref_seq")
+    roff = _offsets(read_offsets, rseq.size, "read_offsets")
+    foff = _offsets(ref_offsets, fseq.size, "ref_offsets")
+    npairs = roff.size - 1
+    gstart = np.ascontiguousarray(np.broadcast_to(ref_global_start, (npairs,)), dtype=np.int64)
+    rpos = np.ascontiguousarray(result.pos, dtype=np.int64)
+    cig = np.ascontiguousarray(result.cigar, dtype=np.uint32)
+    coff = np.ascontiguousarray(result.cigar_offsets, dtype=np.int64)
+    if rpos.size != npairs or coff.size != npairs + 1:
+        raise ValueError("result does not match the input's number of pairs")
+    cdef const uint8_t[::1] rv = rseq if rseq.size else np.zeros(1, np.uint8)
+    cdef const uint8_t[::1] fv = fseq if fseq.size else np.zeros(1, np.uint8)
+    cdef const uint32_t[::1] cv = cig if cig.size else np.zeros(1, np.uint32)
+    cdef const int64_t[::1] ro = roff, fo = foff, gs = gstart, pv = rpos, co = coff
+    cdef int32_t cap = 3 * int(np.diff(foff).max() if npairs else 0) + 16
+    buf = bytearray(cap)
+    cdef char *bp = buf
+    cdef int64_t p
+    cdef int32_t length
+    out = []
+    for p in range(npairs):
+        if pv[p] < 0:
+            out.append("")
+            continue
+        with nogil:
+            length = md_core(&rv[0] + ro[p], &fv[0] + fo[p], pv[p] - gs[p], &cv[0] + co[p],
+                             <int32_t> (co[p + 1] - co[p]), bp, cap)
+        if length < 0:
+            raise RuntimeError("MD buffer too small")
+        out.append(bytes(buf[:length]).decode("ascii"))
+    return out

@@ -1,0 +1,185 @@
+"""Threads and bounded queues: reader -> device -> postprocess pool -> writer.
+
+The device thread works on batch k+1 while the pool postprocesses batch k and the writer (the calling
+thread) writes batch k-1. Output order equals input order because the writer consumes the pool's futures
+in submission order. The first error in any stage stops every stage and is re-raised in the caller.
+"""
+import queue
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+_END = object()
+
+
+class _Failed:
+    def __init__(self, exc):
+        self.exc = exc
+
+
+class Stopped(Exception):
+    """Raised inside a stage when another stage failed; never escapes run_pipeline."""
+
+
+class _Channel:
+    """A bounded queue whose blocking operations give up once the pipeline is stopping."""
+
+    def __init__(self, stop, size):
+        self.q = queue.Queue(maxsize=size)
+        self.stop = stop
+
+    def put(self, item):
+        while True:
+            if self.stop.is_set() and not isinstance(item, _Failed):
+                raise Stopped()
+            try:
+                self.q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def get(self):
+        while True:
+            try:
+                return self.q.get(timeout=0.1)
+            except queue.Empty:
+                if self.stop.is_set():
+                    raise Stopped() from None
+
+
+class StageTimes:
+    """Seconds per stage and counters from the postprocessing steps, summed over the run."""
+
+    def __init__(self):
+        self.seconds = {}
+        self.counts = {}
+        self._lock = threading.Lock()
+
+    def count(self, stats):
+        with self._lock:
+            for key, value in stats.items():
+                self.counts[key] = self.counts.get(key, 0) + value
+
+    def add(self, stage, seconds):
+        with self._lock:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+
+
+class Progress:
+    """Reads done and reads/s on stderr every ``interval`` seconds (never per read)."""
+
+    def __init__(self, log, interval=5.0):
+        self.log = log
+        self.interval = interval
+        self.start = time.perf_counter()
+        self.last = self.start
+        self.reads = 0
+
+    def advance(self, n):
+        self.reads += n
+        now = time.perf_counter()
+        if self.log is not None and now - self.last >= self.interval:
+            self.last = now
+            self.log(f"{self.reads:,} reads done, {self.reads / (now - self.start):,.0f} reads/s")
+
+
+def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=2, log=None, times=None):
+    """Run the mapping pipeline.
+
+    ``batches``: iterable of read batches (consumed in a reader thread).
+    ``device_step(batch) -> result`` runs in the device thread.
+    ``post_steps(batch, result) -> list of callables``: independent chunks of postprocessing; each callable
+    returns ``(text, n_reads)`` or ``(text, n_reads, counters)`` and runs on the pool of ``threads`` workers.
+    ``write(text)`` runs in the calling thread, in input order.
+    """
+    times = times if times is not None else StageTimes()
+    stop = threading.Event()
+    to_device = _Channel(stop, queue_size)
+    to_writer = _Channel(stop, queue_size * max(threads, 1) * 2)
+    errors = []
+    progress = Progress(log)
+
+    def fail(exc):
+        if not isinstance(exc, Stopped):
+            errors.append(exc)
+        stop.set()
+
+    def reader():
+        try:
+            it = iter(batches)
+            while True:
+                t = time.perf_counter()
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                times.add("read", time.perf_counter() - t)
+                to_device.put(batch)
+            to_device.put(_END)
+        except BaseException as exc:  # noqa: BLE001 - forwarded to the caller
+            fail(exc)
+
+    pool = ThreadPoolExecutor(max_workers=max(threads, 1), thread_name_prefix="peanut-post")
+
+    def timed(step):
+        def run():
+            t = time.perf_counter()
+            out = step()
+            times.add("postprocess", time.perf_counter() - t)
+            return out
+
+        return run
+
+    def device_worker():
+        try:
+            while True:
+                batch = to_device.get()
+                if batch is _END:
+                    break
+                t = time.perf_counter()
+                result = device_step(batch)
+                times.add("device", time.perf_counter() - t)
+                for step in post_steps(batch, result):
+                    to_writer.put(pool.submit(timed(step)))
+            to_writer.put(_END)
+        except BaseException as exc:  # noqa: BLE001
+            fail(exc)
+
+    threads_ = [
+        threading.Thread(target=reader, name="peanut-reader", daemon=True),
+        threading.Thread(target=device_worker, name="peanut-device", daemon=True),
+    ]
+    for th in threads_:
+        th.start()
+    try:
+        while True:
+            try:
+                item = to_writer.get()
+            except Stopped:
+                break
+            if item is _END:
+                break
+            text, n, *extra = item.result()
+            t = time.perf_counter()
+            write(text)
+            times.add("write", time.perf_counter() - t)
+            progress.advance(n)
+            for stats in extra:
+                times.count(stats)
+    except BaseException as exc:  # noqa: BLE001
+        fail(exc)
+    finally:
+        if errors:
+            stop.set()
+        for th in threads_:
+            # after a failure the reader may sit in a slow read; it is a daemon and may be left behind
+            th.join(timeout=None if not stop.is_set() else 5)
+        pool.shutdown(wait=True, cancel_futures=True)
+    if errors:
+        raise errors[0]
+    return progress.reads, times
+
+
+def default_log(msg):
+    print(f"[peanut] {msg}", file=sys.stderr, flush=True)

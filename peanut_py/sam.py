@@ -1,0 +1,353 @@
+"""Alignments out: the SAM header, SAM records of a ReadBatch, and atomic SAM/BAM writers.
+
+A file output is written to a hidden temporary file beside the target and renamed onto it only by a
+successful ``close()``; ``abort()``, an exception inside ``with open_output(...)`` (Ctrl-C included) or an
+interpreter exit with the writer still open delete the temporary file, so no partial output is left.
+"""
+import atexit
+import os
+import secrets
+import sys
+import threading
+
+import numpy as np
+
+from ._version import __version__
+from .errors import PeanutError
+
+FLAG_PAIRED = 0x1
+FLAG_PROPER_PAIR = 0x2
+FLAG_UNMAPPED = 0x4
+FLAG_MATE_UNMAPPED = 0x8
+FLAG_REVERSE = 0x10
+FLAG_MATE_REVERSE = 0x20
+FLAG_READ1 = 0x40
+FLAG_READ2 = 0x80
+FLAG_SECONDARY = 0x100
+FLAG_SUPPLEMENTARY = 0x800
+
+# IUPAC complement; reads hold uppercase letters only (reads.py), N and other letters map to themselves.
+_COMPLEMENT = bytes.maketrans(b"ACGTRYKMBVDHSWN", b"TGCAYRMKVBHDSWN")
+
+
+def reverse_complement(seq: bytes) -> bytes:
+    return seq.translate(_COMPLEMENT)[::-1]
+
+
+# --- header ---------------------------------------------------------------------------------------------------
+
+
+def parse_read_group(text):
+    """A bwa-style ``-R`` line ('@RG\\tID:x\\tSM:y', literal backslash-t accepted) -> (header line, ID)."""
+    line = text.replace("\\t", "\t")
+    if "\n" in line or "\r" in line:
+        raise PeanutError("read group: the @RG line must be a single line")
+    fields = line.split("\t")
+    if fields[0] != "@RG":
+        raise PeanutError(f"read group must start with '@RG\\t', got {text!r}")
+    rg_id = None
+    for field in fields[1:]:
+        if len(field) < 3 or field[2] != ":" or not field[:2].isalnum():
+            raise PeanutError(f"read group field {field!r} is not TAG:VALUE")
+        if field.startswith("ID:"):
+            rg_id = field[3:]
+    if not rg_id:
+        raise PeanutError(f"read group has no ID: {text!r} (e.g. '@RG\\tID:sample1\\tSM:sample1')")
+    return line, rg_id
+
+
+def sam_header(names, lengths, md5s=None, read_group=None, program_command_line=None, version=__version__) -> str:
+    """@HD, one @SQ per reference sequence, optionally @RG (a bwa-style -R string), and @PG."""
+    out = ["@HD\tVN:1.6\tSO:unsorted\n"]
+    if md5s is None:
+        md5s = [None] * len(names)
+    for name, length, md5 in zip(names, lengths, md5s):
+        out.append(f"@SQ\tSN:{name}\tLN:{int(length)}" + (f"\tM5:{md5}\n" if md5 else "\n"))
+    if read_group is not None:
+        out.append(parse_read_group(read_group)[0] + "\n")
+    pg = f"@PG\tID:peanut\tPN:peanut-py\tVN:{version}"
+    if program_command_line:
+        pg += "\tCL:" + " ".join(program_command_line.split())  # no tabs or newlines inside a header field
+    out.append(pg + "\n")
+    return "".join(out)
+
+
+# --- records --------------------------------------------------------------------------------------------------
+
+
+def _column(values, n, default):
+    if values is None:
+        return [default] * n
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+
+
+def format_records(
+    batch,
+    ref_names,
+    read,
+    flag,
+    ref_id,
+    pos,
+    mapq=None,
+    cigar=None,
+    next_ref_id=None,
+    next_pos=None,
+    tlen=None,
+    tags=None,
+    read_group_id=None,
+) -> str:
+    """SAM lines (each ending in a newline) for records of `batch`; one entry per record in each column.
+
+    read: index of the record's read in the batch. ref_id / next_ref_id: index into `ref_names`, -1 for '*'
+    (RNEXT is '=' when it equals RNAME). pos / next_pos: 0-based leftmost position, -1 for none (POS 0).
+    mapq default 255 ('unavailable'; 0 for unmapped records), cigar default '*', tlen default 0,
+    tags: preformatted 'NM:i:1\\tMD:Z:..' strings or None. read_group_id adds RG:Z to every record.
+    SEQ/QUAL: as read for forward records, reverse-complemented / reversed with FLAG 0x10; '*' for
+    secondary records (0x100), for empty reads and (QUAL) for FASTA input.
+    """
+    n = len(read)
+    read = _column(read, n, 0)
+    flag = _column(flag, n, 0)
+    ref_id = _column(ref_id, n, -1)
+    pos = _column(pos, n, -1)
+    mapq = [0 if f & FLAG_UNMAPPED else 255 for f in flag] if mapq is None else _column(mapq, n, 0)
+    cigar = _column(cigar, n, "*")
+    next_ref_id = _column(next_ref_id, n, -1)
+    next_pos = _column(next_pos, n, -1)
+    tlen = _column(tlen, n, 0)
+    tags = _column(tags, n, None)
+    rg = f"\tRG:Z:{read_group_id}" if read_group_id else ""
+    names, seqs, quals = batch.names, batch.seqs, batch.quals
+    lines = []
+    for i in range(n):
+        r, f, ref, nref = read[i], flag[i], ref_id[i], next_ref_id[i]
+        seq = seqs[r]
+        if not seq or f & FLAG_SECONDARY:
+            s = q = "*"
+        elif f & FLAG_REVERSE:
+            s = seq.translate(_COMPLEMENT)[::-1].decode()
+            q = quals[r][::-1].decode() if quals is not None else "*"
+        else:
+            s = seq.decode()
+            q = quals[r].decode() if quals is not None else "*"
+        rnext = "*" if nref < 0 else ("=" if nref == ref else ref_names[nref])
+        tag = tags[i]
+        lines.append(
+            f"{names[r] or '*'}\t{f}\t{ref_names[ref] if ref >= 0 else '*'}\t{pos[i] + 1}\t{mapq[i]}\t{cigar[i]}\t"
+            f"{rnext}\t{next_pos[i] + 1}\t{tlen[i]}\t{s}\t{q}{chr(9) + tag if tag else ''}{rg}\n"
+        )
+    return "".join(lines)
+
+
+def format_unmapped(batch, read_group_id=None) -> str:
+    """Every read of `batch` as an unmapped record (FLAG 4, or 77/141 for pairs), in batch order."""
+    if batch.paired:
+        both = FLAG_PAIRED | FLAG_UNMAPPED | FLAG_MATE_UNMAPPED
+        flag = [both | (FLAG_READ1 if i % 2 == 0 else FLAG_READ2) for i in range(batch.n)]
+    else:
+        flag = [FLAG_UNMAPPED] * batch.n
+    return format_records(batch, [], range(batch.n), flag, None, None, read_group_id=read_group_id)
+
+
+# --- writers --------------------------------------------------------------------------------------------------
+
+_open_writers = set()
+_open_writers_lock = threading.Lock()
+
+
+@atexit.register
+def _abort_open_writers():
+    """A run that ends without closing its output (an error in another thread, sys.exit) leaves no partial file."""
+    with _open_writers_lock:
+        writers = list(_open_writers)
+    for w in writers:
+        w.abort()
+
+
+def _temporary_beside(path):
+    """Create a new hidden file beside `path` (same file system, so os.replace is atomic)."""
+    directory, base = os.path.split(os.path.abspath(path))
+    while True:
+        tmp = os.path.join(directory, f".{base}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise PeanutError(f"{path}: cannot write: {e.strerror or e}") from None
+
+
+class _Writer:
+    """Common part: context manager, close on success, abort on failure."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+    def write(self, text):
+        raise NotImplementedError
+
+    def close(self):
+        raise NotImplementedError
+
+    def abort(self):
+        raise NotImplementedError
+
+
+class _StdoutWriter(_Writer):
+    def __init__(self, header):
+        self._out = sys.stdout
+        self._out.write(header)
+
+    def write(self, text):
+        self._out.write(text)
+
+    def close(self):
+        self._out.flush()
+
+    def abort(self):
+        try:
+            self._out.flush()
+        except (OSError, ValueError):
+            pass
+
+
+class _AtomicFileWriter(_Writer):
+    """Writes into a temporary file; close() renames it onto the target, abort() deletes it."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self.temp_path, self._fd = _temporary_beside(self.path)
+        self._done = False
+        with _open_writers_lock:
+            _open_writers.add(self)
+
+    def _finish(self, keep):
+        with _open_writers_lock:
+            _open_writers.discard(self)
+        self._done = True
+        if keep:
+            os.replace(self.temp_path, self.path)
+        else:
+            try:
+                os.unlink(self.temp_path)
+            except FileNotFoundError:
+                pass
+
+    def close(self):
+        if self._done:
+            return
+        try:
+            self._close_file()
+            self._finish(True)
+        except OSError as e:
+            self.abort()
+            raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
+
+    def abort(self):
+        if self._done:
+            return
+        try:
+            self._close_file()
+        except Exception:  # the file is deleted next; a failure to flush it does not matter
+            pass
+        self._finish(False)
+
+
+class _SamFileWriter(_AtomicFileWriter):
+    def __init__(self, path, header):
+        super().__init__(path)
+        self._file = os.fdopen(self._fd, "w", encoding="utf-8", newline="\n", buffering=1 << 20)
+        self.write(header)
+
+    def write(self, text):
+        try:
+            self._file.write(text)
+        except OSError as e:
+            self.abort()
+            raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
+
+    def _close_file(self):
+        if not self._file.closed:
+            self._file.close()
+
+
+class _BamWriter(_AtomicFileWriter):
+    """BAM through htslib: each SAM line is parsed by AlignedSegment.fromstring against the header."""
+
+    def __init__(self, path, header, threads=1):
+        import pysam
+
+        super().__init__(path)
+        os.close(self._fd)  # htslib opens the temporary file by name
+        try:
+            self._header = pysam.AlignmentHeader.from_text(header)
+            self._bam = pysam.AlignmentFile(self.temp_path, "wb", header=self._header, threads=max(1, threads))
+        except (ValueError, OSError) as e:
+            self._bam = None
+            self.abort()
+            raise PeanutError(f"{self.path}: cannot write BAM: {e}") from None
+        self._fromstring = pysam.AlignedSegment.fromstring
+
+    def write(self, text):
+        header, write, fromstring = self._header, self._bam.write, self._fromstring
+        for line in text.splitlines():
+            write(fromstring(line, header))
+
+    def _close_file(self):
+        if self._bam is not None:
+            bam, self._bam = self._bam, None
+            bam.close()
+
+
+class _StdoutBamWriter(_Writer):
+    def __init__(self, header, threads=1):
+        import pysam
+
+        sys.stdout.flush()
+        self._header = pysam.AlignmentHeader.from_text(header)
+        self._bam = pysam.AlignmentFile("-", "wb", header=self._header, threads=max(1, threads))
+        self._fromstring = pysam.AlignedSegment.fromstring
+
+    def write(self, text):
+        for line in text.splitlines():
+            self._bam.write(self._fromstring(line, self._header))
+
+    def close(self):
+        if self._bam is not None:
+            bam, self._bam = self._bam, None
+            bam.close()
+
+    abort = close
+
+
+def output_format(path, fmt=None):
+    """'sam' or 'bam': `fmt` if given, else from the file name (*.bam is BAM; stdout and the rest SAM)."""
+    if fmt is not None:
+        fmt = fmt.lower()
+        if fmt not in ("sam", "bam"):
+            raise PeanutError(f"unknown output format {fmt!r} (use sam or bam)")
+        return fmt
+    if path not in (None, "-") and os.fspath(path).lower().endswith(".bam"):
+        return "bam"
+    if path not in (None, "-") and os.fspath(path).lower().endswith(".cram"):
+        raise PeanutError(f"{path}: CRAM output is not supported (write .bam or .sam)")
+    return "sam"
+
+
+def open_output(path, header, fmt=None, threads=1):
+    """A writer with write(text_block), close(), abort() and context management.
+
+    path None or '-': stdout; otherwise an atomically replaced file. `threads`: BAM compression threads.
+    """
+    fmt = output_format(path, fmt)
+    to_stdout = path is None or path == "-"
+    if fmt == "bam":
+        return _StdoutBamWriter(header, threads) if to_stdout else _BamWriter(path, header, threads)
+    return _StdoutWriter(header) if to_stdout else _SamFileWriter(path, header)

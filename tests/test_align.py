@@ -1,0 +1,515 @@
+"""peanut_py.align against a plain-Python full-matrix Gotoh reference, an independent MD/CIGAR/NM checker,
+real NA12878 reads (and bwa's alignments of them), and itself across threads."""
+import gzip
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from peanut_py.align import align, align_batch, cigar_string, cigar_tuples, md_batch
+
+NEG = -(1 << 30)
+VALID_MIN = -(1 << 29)
+LETTERS = "ACGTN"
+BWA_MEM = dict(A=1, B=4, O=6, E=1, ambig=1, clip=5)
+SCHEMES = [
+    BWA_MEM,
+    dict(A=2, B=3, O=5, E=2, ambig=2, clip=0),     # plain Smith-Waterman in local mode
+    dict(A=1, B=3, O=11, E=4, ambig=1, clip=100),  # expensive gaps, clipping nearly never pays
+    dict(A=5, B=4, O=0, E=3, ambig=0, clip=12),    # linear gaps, free N
+]
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "human")
+REF_FA = os.path.join(SHARED, "GRCh37_chr20.fa.gz")
+BAM = os.path.join(SHARED, "NA12878_S1.chr20.10_10p1mb.bam")
+FASTQ = os.path.join(SHARED, "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz")
+REGION = (9_900_000, 10_200_000)
+
+
+# ------------------------------------------------------------------ plain-Python reference (full matrices)
+
+def ref_align(read, ref, gstart, lo, hi, local, A, B, O, E, ambig, clip):
+    """Gotoh on full (m+1) x (n+1) matrices, cells outside the band held at NEG; traceback by recomputing
+    which predecessor produced each value (docs/alignment.md gives the rules)."""
+    read = [int(x) for x in read]
+    ref = [int(x) for x in ref]
+    m, n = len(read), len(ref)
+
+    def s(a, b):
+        if a == 4 or b == 4:
+            return -ambig
+        return A if a == b else -B
+
+    def inband(i, j):
+        return lo <= j - i <= hi
+
+    H = [[NEG] * (n + 1) for _ in range(m + 1)]
+    Em = [[NEG] * (n + 1) for _ in range(m + 1)]
+    Fm = [[NEG] * (n + 1) for _ in range(m + 1)]
+    for j in range(n + 1):
+        if inband(0, j):
+            H[0][j] = 0
+    best = None  # (t, i, j)
+    for i in range(1, m + 1):
+        for j in range(max(0, i + lo), min(n, i + hi) + 1):
+            d = H[i - 1][j - 1] + s(read[i - 1], ref[j - 1]) if j > 0 else NEG
+            f = max(H[i - 1][j] - O - E, Fm[i - 1][j] - E)
+            hl, el = (H[i][j - 1], Em[i][j - 1]) if j > 0 else (NEG, NEG)
+            e = max(hl - O - E, el - E)
+            h = max(d, e, f, -clip) if local else max(d, e, f)
+            H[i][j], Em[i][j], Fm[i][j] = h, e, f
+            fresh = local and h == -clip
+            if (local and not fresh) or (not local and i == m):
+                t = h - (clip if local and i < m else 0)
+                if t <= VALID_MIN:
+                    continue
+                if best is None or t > best[0] or (t == best[0] and (j < best[2] or (j == best[2] and i > best[1]))):
+                    best = (t, i, j)
+    if best is None:
+        return None
+    _, i, j = best
+    end_i, end_j = i, j
+    ops = []  # reversed, one op per column
+    state = "H"
+    while True:
+        if state == "H":
+            if i == 0 or (local and H[i][j] == -clip):
+                break
+            if j > 0 and H[i][j] == H[i - 1][j - 1] + s(read[i - 1], ref[j - 1]):
+                ops.append("M")
+                i, j = i - 1, j - 1
+            elif H[i][j] == Em[i][j]:
+                state = "E"
+            else:
+                assert H[i][j] == Fm[i][j]
+                state = "F"
+        elif state == "E":
+            ops.append("D")
+            opened = Em[i][j] == H[i][j - 1] - O - E
+            j -= 1
+            state = "H" if opened else "E"
+        else:
+            ops.append("I")
+            opened = Fm[i][j] == H[i - 1][j] - O - E
+            i -= 1
+            state = "H" if opened else "F"
+    if "M" not in ops:
+        return None
+    ops.reverse()
+    # score, NM, MD straight from the columns
+    score = nm = 0
+    md, run = [], 0
+    q, r = i, j
+    prev = None
+    for op in ops:
+        if op == "M":
+            sc = s(read[q], ref[r])
+            score += sc
+            if read[q] == ref[r] and read[q] != 4:
+                run += 1
+            else:
+                nm += 1
+                md.append(f"{run}{LETTERS[ref[r]]}")
+                run = 0
+            q, r = q + 1, r + 1
+        elif op == "D":
+            score -= E + (O if prev != "D" else 0)
+            nm += 1
+            if prev != "D":
+                md.append(f"{run}^")
+                run = 0
+            md.append(LETTERS[ref[r]])
+            r += 1
+        else:
+            score -= E + (O if prev != "I" else 0)
+            nm += 1
+            q += 1
+        prev = op
+    md.append(str(run))
+    cols = (["S"] * i if i > 0 else []) + ops + (["S"] * (m - end_i) if m > end_i else [])
+    runs = [(k, len(g)) for k, g in _groups(cols)]
+    cig = "".join(f"{length}{op}" for op, length in runs)
+    return dict(pos=gstart + j, ref_end=gstart + end_j, read_begin=i, read_end=end_i,
+                score=score, nm=nm, cigar=cig, md="".join(md))
+
+
+def _groups(seq):
+    out = []
+    for x in seq:
+        if out and out[-1][0] == x:
+            out[-1][1].append(x)
+        else:
+            out.append((x, [x]))
+    return out
+
+
+# ------------------------------------------------------------------ independent consistency checker
+
+MD_RE = re.compile(r"^[0-9]+(([A-Z]|\^[A-Z]+)[0-9]+)*$")
+
+
+def check_consistency(read, window, gstart, aln):
+    """Rebuild the reference from read + CIGAR + MD, compare it with the window, recount NM."""
+    read_s = "".join(LETTERS[c] for c in read)
+    win_s = "".join(LETTERS[c] for c in window)
+    ops = [(int(length), op) for length, op in re.findall(r"(\d+)([MIDS])", aln.cigar_string)]
+    assert "".join(f"{length}{op}" for length, op in ops) == aln.cigar_string
+    assert sum(length for length, op in ops if op in "MIS") == len(read)
+    assert all(op != "S" for _, op in ops[1:-1]), "soft clips only at the ends"
+    assert ops[0][1] != "D" and ops[-1][1] != "D"
+    assert MD_RE.match(aln.md), aln.md
+    assert (ops[0][1] == "S") == (aln.read_begin > 0) and aln.read_end == len(read) - (ops[-1][0] if ops[-1][1] == "S" else 0)
+    # aligned columns of the read, in reference order; None marks a deleted base
+    cols, q = [], 0
+    for length, op in ops:
+        if op == "M":
+            cols += [read_s[q + k] for k in range(length)]
+            q += length
+        elif op in "IS":
+            q += length
+        else:
+            cols += [None] * length
+    tokens = re.findall(r"\d+|\^[A-Z]+|[A-Z]", aln.md)
+    rebuilt, c, mismatches = [], 0, 0
+    for tok in tokens:
+        if tok.isdigit():
+            for _ in range(int(tok)):
+                assert cols[c] is not None and cols[c] != "N", "MD match must be an aligned non-N read base"
+                rebuilt.append(cols[c])
+                c += 1
+        elif tok[0] == "^":
+            for ch in tok[1:]:
+                assert cols[c] is None
+                rebuilt.append(ch)
+                c += 1
+        else:
+            assert cols[c] is not None and (cols[c] != tok or tok == "N")
+            rebuilt.append(tok)
+            mismatches += 1
+            c += 1
+    assert c == len(cols)
+    off = aln.pos - gstart
+    assert "".join(rebuilt) == win_s[off:off + len(rebuilt)]
+    assert aln.ref_end == aln.pos + len(rebuilt)
+    indel = sum(length for length, op in ops if op in "ID")
+    assert aln.nm == mismatches + indel
+
+
+def assert_same(got, want):
+    if want is None:
+        assert got.pos == -1 and got.cigar_string == "*" and len(got.cigar) == 0
+        return
+    assert dict(pos=got.pos, ref_end=got.ref_end, read_begin=got.read_begin, read_end=got.read_end,
+                score=got.score, nm=got.nm, cigar=got.cigar_string, md=got.md) == want
+
+
+# ------------------------------------------------------------------ random pairs with planted edits
+
+def random_pair(rng):
+    """A window and a read drawn from it with substitutions, indels (some at the ends), Ns in the read and
+    ambiguous window bases; returns read, window, band around the true start diagonal."""
+    m = int(rng.integers(1, 70)) if rng.random() < 0.1 else int(rng.integers(20, 70))
+    pad = int(rng.integers(0, 15))
+    window = rng.integers(0, 4, size=m + 2 * pad + 12).astype(np.uint8)
+    if rng.random() < 0.3:  # low-complexity stretch: many equivalent gap placements
+        a = int(rng.integers(0, len(window)))
+        window[a:a + int(rng.integers(3, 12))] = rng.integers(0, 4)
+    src = list(window[pad:pad + m + 6])
+    read = []
+    k = 0
+    while len(read) < m and k < len(src):
+        x = rng.random()
+        near_end = len(read) < 4 or len(read) > m - 5
+        p_indel = 0.08 if near_end else 0.02
+        if x < p_indel:  # deletion from the read
+            k += int(rng.integers(1, 5))
+        elif x < 2 * p_indel:  # insertion into the read
+            read += list(rng.integers(0, 4, size=int(rng.integers(1, 5))))
+        else:
+            b = src[k]
+            k += 1
+            if rng.random() < 0.05:
+                b = (b + int(rng.integers(1, 4))) % 4
+            read.append(b)
+    read = np.array(read[:m], dtype=np.uint8)
+    read[rng.random(read.size) < 0.02] = 4
+    window[rng.random(window.size) < 0.01] = 4
+    w = int(rng.integers(0, 12))
+    shift = int(rng.integers(-3, 4)) if rng.random() < 0.2 else 0  # band not centred on the truth
+    lo, hi = pad - w + shift, pad + w + shift
+    if rng.random() < 0.1:
+        lo, hi = -int(rng.integers(0, 20)), len(window) + int(rng.integers(0, 5))  # whole matrix
+    return read, window, lo, hi
+
+
+@pytest.mark.parametrize("local", [True, False])
+@pytest.mark.parametrize("scheme", range(len(SCHEMES)))
+def test_random_pairs_match_reference(local, scheme):
+    sc = SCHEMES[scheme]
+    rng = np.random.default_rng(1000 * scheme + local)
+    n_aligned = 0
+    for _ in range(70):
+        read, window, lo, hi = random_pair(rng)
+        gstart = int(rng.integers(1024, 1 << 31))
+        want = ref_align(read, window, gstart, lo, hi, local, **sc)
+        got = align(read, window, gstart, lo, hi, local, **sc)
+        assert_same(got, want)
+        if want is not None:
+            n_aligned += 1
+            check_consistency(read, window, gstart, got)
+            if not local:
+                assert got.read_begin == 0 and got.read_end == read.size
+    assert n_aligned >= 60
+
+
+def test_degenerate_inputs_match_reference():
+    cases = [
+        (np.array([], np.uint8), np.array([0, 1], np.uint8), -5, 5),
+        (np.array([0, 1], np.uint8), np.array([], np.uint8), -5, 5),
+        (np.array([0], np.uint8), np.array([0], np.uint8), 3, 2),     # empty band
+        (np.array([0, 1, 2], np.uint8), np.array([3, 3], np.uint8), -9, -5),   # band below the matrix
+        (np.array([0, 1, 2, 3, 0], np.uint8), np.array([0, 1], np.uint8), -4, -2),  # only insertion paths
+        (np.array([4, 4, 4], np.uint8), np.array([4, 4, 4, 4], np.uint8), -2, 2),
+        (np.array([0, 0, 0], np.uint8), np.array([1, 1, 1], np.uint8), 0, 0),
+    ]
+    for read, window, lo, hi in cases:
+        for local in (True, False):
+            for sc in SCHEMES:
+                got = align(read, window, 5000, lo, hi, local, **sc)
+                want = ref_align(read, window, 5000, lo, hi, local, **sc)
+                assert_same(got, want)
+                if want is not None:
+                    check_consistency(read, window, 5000, got)
+
+
+def codes(s):
+    return np.array(["ACGTN".index(c) for c in s], dtype=np.uint8)
+
+
+def test_documented_rules():
+    # deletion in a homopolymer is placed leftmost (diagonal preferred in the traceback)
+    a = align(codes("GCATAAAACGTGCA"), codes("GCATAAAAACGTGCA"), 100, 0, 1, False)
+    assert a.cigar_string == "4M1D10M" and a.md == "4^A10" and a.nm == 1 and a.pos == 100
+    # ... insertion too
+    a = align(codes("GCATTTTTTCGTGCA"), codes("GCATTTTTCGTGCA"), 0, -2, 2, False)
+    assert a.cigar_string == "3M1I11M"
+    # MD: 0 between adjacent mismatches and between a deletion and a following mismatch; N is a mismatch
+    ref = codes("ACGTACGTACGTACGTACGTACGTAC")
+    read = codes("ACGTACGT" + "GG" + "GTACGTA" + "G" + "GTACGTAC")
+    a = align(read, ref, 0, 0, 0, False)
+    assert a.md == "8A0C7C8" and a.nm == 3 and a.cigar_string == "26M"
+    a = align(codes("ACGTACGTACNTACGT"), codes("ACGTACGTACGTACGT"), 0, 0, 0, False, **BWA_MEM)
+    assert a.md == "10G5" and a.nm == 1 and a.score == 15 - BWA_MEM["ambig"]
+    a = align(codes("ACGTACGTACCGTACGTGCA"), codes("ACGTACGTACTTCGTACGTGCA"), 0, 0, 4, False)
+    assert a.cigar_string == "10M2D10M" and a.md == "10^TT10" and a.nm == 2
+    # two placements of the deletion score the same; leftmost puts the mismatch right after it
+    a = align(codes("ACGTACGTAG" + "C" + "GCATGCAGGTACGTGCA"), codes("ACGTACGTAGTTAAGCATGCAGGTACGTGCA"), 0, 0, 4, False)
+    assert a.cigar_string == "10M3D18M" and a.md == "10^TTA0A17" and a.nm == 4
+    # gap cost O + L*E; semiglobal keeps a mismatch at the read end, local clips it for clip < its cost
+    a = align(codes("ACGTACGTACGTACGTACGG"), codes("ACGTACGTACGTACGTACGT"), 0, 0, 0, False)
+    assert a.cigar_string == "20M" and a.score == 19 - 4
+    # (clipping the last base gives 19 - clip, keeping it 19 - 4; ties go to the smaller reference end)
+    read, ref = codes("ACGTACGTACGTACGTACGG"), codes("ACGTACGTACGTACGTACGT")
+    a = align(read, ref, 0, 0, 0, True, clip=3)
+    assert a.cigar_string == "19M1S" and a.score == 19 and a.ref_end == 19 and a.nm == 0 and a.md == "19"
+    a = align(read, ref, 0, 0, 0, True, clip=4)
+    assert a.cigar_string == "19M1S"
+    a = align(read, ref, 0, 0, 0, True, clip=5)
+    assert a.cigar_string == "20M" and a.score == 15
+    # ties between end cells: smallest reference end wins
+    a = align(codes("ACGT"), codes("ACGTTTACGT"), 50, 0, 6, False)
+    assert a.pos == 50 and a.cigar_string == "4M"
+    assert cigar_tuples(a.cigar) == [(0, 4)] and cigar_string(a.cigar) == "4M"
+
+
+def test_md_of_given_cigars():
+    """MD formatting on hand-made CIGARs (md_batch only reads pos/cigar from the result)."""
+    from peanut_py.align import BatchAlignments
+
+    def md_of(read, ref, cig):
+        ops = np.array([int(n) << 4 | "MIDNS".index(op) for n, op in re.findall(r"(\d+)([MIDS])", cig)], np.uint32)
+        res = BatchAlignments(np.array([7]), None, None, None, None, None, ops, np.array([0, ops.size]))
+        return md_batch(codes(read), [0, len(read)], codes(ref), [0, len(ref)], [7], res)[0]
+
+    assert md_of("ACGTA", "ACGTA", "5M") == "5"
+    assert md_of("TCGTA", "ACGTA", "5M") == "0A4"
+    assert md_of("ACGTT", "ACGTA", "5M") == "4A0"
+    assert md_of("ACGTA", "ANGTA", "5M") == "1N3"           # ambiguous reference base
+    assert md_of("ANGTA", "ACGTA", "5M") == "1C3"           # N in the read
+    assert md_of("ACCCGTA", "ACGTA", "2M2I3M") == "5"
+    assert md_of("ACGTATGAGG", "ACGTACTTGAGG", "5M2D5M") == "5^CT5"
+    assert md_of("ACGTACAGG", "ACGTACTTGAGG", "5M3D4M") == "5^CTT0G3"
+    assert md_of("ACGTATGAGG", "ACGTACTGAGG", "5M1D1I1D4M") == "5^C0^T4"   # D-I-D
+    assert md_of("GGACGTA", "ACGTA", "2S5M") == "5"
+    assert md_of("GGACGTAT", "ACGTA", "2S5M1S") == "5"
+
+
+def test_rejects_bad_input():
+    with pytest.raises(ValueError):
+        align(np.array([5], np.uint8), codes("A"), 0, 0, 0, True)
+    with pytest.raises(ValueError):
+        align(codes("A"), codes("A"), 0, 0, 0, True, O=0, E=0)
+    with pytest.raises(ValueError):
+        align(codes("A"), codes("A"), 0, 0, 0, True, B=-1)
+    with pytest.raises(ValueError):
+        align_batch(codes("AC"), [0, 1], codes("AC"), [0, 2], 0, 0, 0, True)
+
+
+# ------------------------------------------------------------------ batch and threads
+
+def make_batch(pairs):
+    reads = [p[0] for p in pairs]
+    wins = [p[1] for p in pairs]
+    roff = np.concatenate([[0], np.cumsum([r.size for r in reads])]).astype(np.int64)
+    foff = np.concatenate([[0], np.cumsum([w.size for w in wins])]).astype(np.int64)
+    rseq = np.concatenate(reads) if reads else np.zeros(0, np.uint8)
+    fseq = np.concatenate(wins) if wins else np.zeros(0, np.uint8)
+    return rseq, roff, fseq, foff
+
+
+def batch_rows(res, md, p):
+    c = res.cigar[res.cigar_offsets[p]:res.cigar_offsets[p + 1]]
+    return (int(res.pos[p]), int(res.ref_end[p]), int(res.read_begin[p]), int(res.read_end[p]),
+            int(res.score[p]), int(res.nm[p]), cigar_string(c), md[p])
+
+
+def test_batch_equals_single_and_threads_equal_serial():
+    rng = np.random.default_rng(7)
+    pairs = [random_pair(rng) for _ in range(400)]
+    rseq, roff, fseq, foff = make_batch(pairs)
+    gs = rng.integers(1024, 1 << 40, size=len(pairs))
+    lo = np.array([p[2] for p in pairs])
+    hi = np.array([p[3] for p in pairs])
+    local = rng.random(len(pairs)) < 0.5
+    res = align_batch(rseq, roff, fseq, foff, gs, lo, hi, local, **BWA_MEM)
+    md = md_batch(rseq, roff, fseq, foff, gs, res)
+    assert res.cigar.dtype == np.uint32 and res.cigar_offsets[-1] == res.cigar.size
+    for p, (read, window, l, h) in enumerate(pairs):
+        one = align(read, window, int(gs[p]), int(l), int(h), bool(local[p]), **BWA_MEM)
+        assert batch_rows(res, md, p) == (one.pos, one.ref_end, one.read_begin, one.read_end, one.score,
+                                          one.nm, one.cigar_string, one.md)
+
+    # four threads on overlapping slices at once, each with its own work buffers
+    def run(chunk):
+        a, b = chunk
+        sub = make_batch(pairs[a:b])
+        r = align_batch(sub[0], sub[1], sub[2], sub[3], gs[a:b], lo[a:b], hi[a:b], local[a:b], **BWA_MEM)
+        return a, r, md_batch(sub[0], sub[1], sub[2], sub[3], gs[a:b], r)
+
+    chunks = [(0, 400), (0, 150), (150, 400), (37, 311)] * 2
+    with ThreadPoolExecutor(4) as ex:
+        for a, r, m in ex.map(run, chunks):
+            for p in range(len(r.pos)):
+                assert batch_rows(r, m, p) == batch_rows(res, md, a + p)
+
+
+def test_empty_batch():
+    res = align_batch(np.zeros(0, np.uint8), [0], np.zeros(0, np.uint8), [0], 0, 0, 0, True)
+    assert res.pos.size == 0 and res.cigar.size == 0 and list(res.cigar_offsets) == [0]
+
+
+# ------------------------------------------------------------------ real reads: NA12878 on GRCh37 chr20
+
+_CODE = np.full(256, 4, dtype=np.uint8)
+for _i, _c in enumerate(b"ACGT"):
+    _CODE[_c] = _i
+    _CODE[_c + 32] = _i
+
+
+def _to_codes(seq):
+    return _CODE[np.frombuffer(seq.encode() if isinstance(seq, str) else seq, dtype=np.uint8)]
+
+
+def _load_region(start, end):
+    """chr20[start:end] as codes, streaming the plain-gzip FASTA only as far as needed."""
+    parts, have = [], 0
+    with gzip.open(REF_FA, "rb") as f:
+        assert f.readline().startswith(b">20")
+        while have < end:
+            block = f.read(1 << 22)
+            if not block:
+                break
+            block = block.replace(b"\n", b"")
+            parts.append(block)
+            have += len(block)
+    seq = b"".join(parts)
+    return _to_codes(seq[start:end])
+
+
+@pytest.fixture(scope="module")
+def real_pairs():
+    if not all(os.path.exists(p) for p in (REF_FA, BAM, FASTQ)):
+        pytest.skip("../shared/data/human (GRCh37 chr20, NA12878 BAM and FASTQ) is not available")
+    pysam = pytest.importorskip("pysam")
+    ref = _load_region(*REGION)
+    fq = {}
+    with pysam.FastxFile(FASTQ) as f:
+        for rec in f:
+            fq[rec.name.split("/")[0]] = rec.sequence
+    comp = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
+    pairs, seen = [], set()
+    with pysam.AlignmentFile(BAM) as bam:  # no index: stream it
+        for r in bam.fetch(until_eof=True):
+            if r.is_unmapped or r.is_secondary or r.is_supplementary or not r.is_read1:
+                continue
+            if r.reference_name != "chr20" or not REGION[0] + 200 <= r.reference_start < REGION[1] - 400:
+                continue
+            if r.query_name in seen or r.query_name not in fq or r.has_tag("NM") is False:
+                continue
+            seen.add(r.query_name)
+            read = _to_codes(fq[r.query_name])
+            if r.is_reverse:
+                read = comp[read[::-1]]
+            assert "".join(LETTERS[c] for c in read) == r.query_sequence
+            pairs.append((read, r.reference_start, r.reference_end, r.cigarstring, r.get_tag("NM")))
+    assert len(pairs) > 10000
+    return ref, pairs
+
+
+def real_batch(ref, pairs, pad):
+    reads, wins, gs = [], [], []
+    for read, start, end, _, _ in pairs:
+        a, b = start - pad, end + pad
+        reads.append(read)
+        wins.append(ref[a - REGION[0]:b - REGION[0]])
+        gs.append(a)
+    return reads, wins, np.array(gs, dtype=np.int64)
+
+
+def test_real_reads_match_reference_and_are_consistent(real_pairs):
+    ref, pairs = real_pairs
+    pick = pairs[::90]  # ~150 reads keep the Python reference quick
+    reads, wins, gs = real_batch(ref, pick, 10)
+    for p, (read, win) in enumerate(zip(reads, wins)):
+        for local, sc in ((True, BWA_MEM), (False, BWA_MEM), (False, SCHEMES[2])):
+            got = align(read, win, int(gs[p]), 0, 20, local, **sc)
+            assert_same(got, ref_align(read, win, int(gs[p]), 0, 20, local, **sc))
+            check_consistency(read, win, int(gs[p]), got)
+
+
+def test_real_reads_agree_with_bwa(real_pairs, record_property):
+    """bwa 0.6.1 (aln) aligned these reads end to end with its own scores and quality-trimmed some read ends
+    (soft clips our aligner has no reason to make), so agreement is measured on all reads (reported) and on
+    the reads bwa did not clip (asserted)."""
+    ref, pairs = real_pairs
+    reads, wins, gs = real_batch(ref, pairs, 10)
+    rseq, roff, fseq, foff = make_batch(list(zip(reads, wins)))
+    unclipped = np.array(["S" not in p[3] for p in pairs])
+    rates = {}
+    for name, local, sc in (("semiglobal", False, BWA_MEM), ("local", True, BWA_MEM)):
+        res = align_batch(rseq, roff, fseq, foff, gs, 0, 20, local, **sc)
+        agree = np.zeros(len(pairs), dtype=bool)
+        for p, (_, start, _, bam_cigar, bam_nm) in enumerate(pairs):
+            c = cigar_string(res.cigar[res.cigar_offsets[p]:res.cigar_offsets[p + 1]])
+            agree[p] = c == bam_cigar and int(res.nm[p]) == bam_nm and int(res.pos[p]) == start
+        rates[name] = agree.mean()
+        rates[name + "_unclipped"] = agree[unclipped].mean()
+    for k, v in rates.items():
+        record_property(f"bwa_agreement_{k}", float(v))
+    print(f"\nagreement with the BAM (CIGAR, NM and POS equal) over {len(pairs)} reads "
+          f"({unclipped.sum()} not clipped by bwa): " + ", ".join(f"{k} {v:.4f}" for k, v in rates.items()))
+    assert unclipped.mean() > 0.9
+    assert rates["semiglobal_unclipped"] > 0.99
+    assert rates["local_unclipped"] > 0.98

@@ -1,0 +1,106 @@
+"""The device layer: device listing and choice, program building, the CLI's `peanut devices`."""
+import subprocess
+import sys
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+import pytest
+
+from peanut_py import device as devmod
+from peanut_py.errors import PeanutError
+
+
+def test_lists_at_least_the_cpu_device():
+    infos = devmod.list_devices()
+    assert infos, "the PoCL CPU device should be installed by make"
+    expected = sum(len(p.get_devices()) for p in cl.get_platforms())
+    assert len(infos) == expected
+    assert [i.index for i in infos] == list(range(len(infos)))
+    for info in infos:
+        assert info.global_mem > 0 and 0 < info.max_alloc <= info.global_mem
+        assert info.compute_units >= 1 and info.type in {"GPU", "CPU", "ACCELERATOR", "OTHER"}
+
+
+def test_choice_by_index_and_name(monkeypatch):
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    infos = devmod.list_devices()
+    last = infos[-1]
+    assert devmod.default_device_index(str(last.index)) == last.index
+    assert devmod.default_device_index(last.name[:5].upper()) == next(
+        i.index for i in infos if last.name[:5].lower() in f"{i.platform} {i.name}".lower()
+    )
+    default = devmod.default_device_index(None)
+    types = [i.type for i in infos]
+    if "GPU" in types:
+        assert infos[default].type == "GPU"
+    with pytest.raises(PeanutError, match="matches no OpenCL device"):
+        devmod.default_device_index("no-such-device-xyz")
+    with pytest.raises(PeanutError, match="only"):
+        devmod.default_device_index(str(len(infos)))
+
+
+def test_pyopencl_ctx_is_honoured(monkeypatch):
+    monkeypatch.setenv("PYOPENCL_CTX", "0:0")
+    platform0 = cl.get_platforms()[0]
+    chosen = devmod.list_devices()[devmod.default_device_index(None)]
+    assert chosen.platform == platform0.name.strip() and chosen.name == platform0.get_devices()[0].name.strip()
+    monkeypatch.setenv("PYOPENCL_CTX", "7:9")
+    with pytest.raises(PeanutError, match="PYOPENCL_CTX"):
+        devmod.default_device_index(None)
+
+
+def test_program_build_with_defines_and_cache(tmp_path, monkeypatch):
+    (tmp_path / "scale.cl").write_text(
+        "__kernel void scale(__global int *x, const uint n) {\n"
+        "  uint i = get_global_id(0); if (i < n) x[i] = x[i] * FACTOR + OFFSET; }\n"
+    )
+    (tmp_path / "broken.cl").write_text("__kernel void broken(__global int *x) { x[0] = undefined_name; }\n")
+    monkeypatch.setattr(devmod, "kernel_dir", lambda: tmp_path)
+    dev = devmod.Device()
+    prg = dev.program("scale", FACTOR=3, OFFSET=1)
+    assert dev.program("scale", OFFSET=1, FACTOR=3) is prg
+    assert dev.program("scale", FACTOR=2, OFFSET=0) is not prg
+    n = 1000  # not a multiple of any work-group size: the launch must round up and the kernel guard
+    host = np.arange(n, dtype=np.int32)
+    x = cla.to_device(dev.queue, host)
+    dev.launch(prg.scale, n, x.data, np.uint32(n))
+    assert np.array_equal(x.get(), host * 3 + 1)
+    with pytest.raises(PeanutError) as err:
+        dev.program("broken")
+    assert "broken.cl" in str(err.value) and "undefined_name" in str(err.value)
+
+
+def test_memory_cap():
+    dev = devmod.Device(memory_cap=1 << 28)
+    assert dev.global_mem == min(1 << 28, dev.info.global_mem)
+    assert dev.max_alloc <= dev.global_mem
+
+
+def test_no_platform_message(monkeypatch):
+    monkeypatch.setattr(cl, "get_platforms", lambda: [])
+    with pytest.raises(PeanutError, match="no OpenCL platform.*pocl"):
+        devmod.list_devices()
+
+
+def _peanut(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "peanut_py", *args], capture_output=True, text=True, env=env)
+
+
+def test_cli_devices_marks_the_chosen_one():
+    r = _peanut("devices")
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith(("*", " "))]
+    infos = devmod.list_devices()
+    assert len(lines) == len(infos)
+    marked = [line for line in lines if line.startswith("*")]
+    assert len(marked) == 1
+    chosen = infos[devmod.default_device_index(None)]
+    assert chosen.name in marked[0] and "GiB" in marked[0]
+
+
+def test_cli_devices_unknown_device_is_one_line_error():
+    r = _peanut("devices", "--device", "no-such-device-xyz")
+    assert r.returncode == 1
+    assert r.stderr.strip().count("\n") == 0 and r.stderr.startswith("peanut: error:")
+    assert "Traceback" not in r.stderr

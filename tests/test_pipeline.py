@@ -1,0 +1,83 @@
+"""The thread pipeline: order, concurrency, error propagation without hangs."""
+import threading
+import time
+
+import pytest
+
+from peanut_py.pipeline import run_pipeline
+
+
+def _steps(chunks):
+    def post_steps(batch, result):
+        def make(i):
+            def step():
+                # later chunks finish first: output order must still be input order
+                time.sleep(0.001 * (chunks - i))
+                return f"{batch}:{result}:{i}\n", 1
+            return step
+        return [make(i) for i in range(chunks)]
+    return post_steps
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_output_in_input_order(threads):
+    out = []
+    n, times = run_pipeline(range(20), lambda b: b * 10, _steps(3), out.append, threads=threads)
+    assert n == 60
+    assert "".join(out) == "".join(f"{b}:{b * 10}:{i}\n" for b in range(20) for i in range(3))
+    assert set(times.seconds) >= {"read", "device", "postprocess", "write"}
+
+
+def test_device_works_ahead_of_writer():
+    # the device stage must process batch k+1 while batch k is still being written
+    device_seen = []
+    overlap = threading.Event()
+
+    def device(b):
+        device_seen.append(b)
+        return b
+
+    def write(text):
+        if len(device_seen) > int(text.split(":")[0]) + 1:
+            overlap.set()
+        time.sleep(0.01)
+
+    run_pipeline(range(6), device, _steps(1), write, threads=1)
+    assert overlap.is_set()
+
+
+@pytest.mark.parametrize("stage", ["reader", "device", "post", "writer"])
+def test_first_error_stops_everything(stage):
+    class Boom(Exception):
+        pass
+
+    def batches():
+        for b in range(1000):
+            if stage == "reader" and b == 3:
+                raise Boom("reader failed")
+            yield b
+
+    def device(b):
+        if stage == "device" and b == 3:
+            raise Boom("device failed")
+        return b
+
+    def post_steps(batch, result):
+        def step():
+            if stage == "post" and batch == 3:
+                raise Boom("post failed")
+            return f"{batch}\n", 1
+        return [step]
+
+    written = []
+
+    def write(text):
+        if stage == "writer" and text == "3\n":
+            raise Boom("writer failed")
+        written.append(text)
+
+    t = time.perf_counter()
+    with pytest.raises(Boom, match=f"{'post' if stage == 'post' else stage} failed"):
+        run_pipeline(batches(), device, post_steps, write, threads=2)
+    assert time.perf_counter() - t < 10
+    assert len(written) <= 3 + 2 * 2 * 2  # stopped promptly, not after the 1000 batches

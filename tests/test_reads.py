@@ -1,0 +1,462 @@
+"""reads.py: FASTQ/FASTA parsing into ReadBatch, batching, pairs, and one-line errors with record numbers."""
+import bz2
+import gzip
+import lzma
+import os
+import random
+import zlib
+
+import numpy as np
+import pysam
+import pytest
+
+from peanut_py.errors import InputError
+from peanut_py.reads import ReadBatch, read_batches, read_interleaved_batches, read_pair_batches
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+needs_data = pytest.mark.skipif(not os.path.isdir(DATA), reason="../shared/data (real reads) is absent")
+
+# Reference base codes, written out per base: A0 C1 G2 T3, every other letter 4.
+REF_CODE = {**{c: 4 for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}, "A": 0, "C": 1, "G": 2, "T": 3}
+
+
+def ref_codes(seq):
+    return [REF_CODE[c] for c in seq.upper().replace(".", "N").replace("-", "N")]
+
+
+def write(tmp_path, name, data, compress=None):
+    path = tmp_path / name
+    if isinstance(data, str):
+        data = data.encode()
+    opener = {None: lambda d: d, "gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[compress]
+    path.write_bytes(opener(data))
+    return str(path)
+
+
+def random_records(rng, n, min_len=0, max_len=150, alphabet="ACGTACGTACGTNacgtRYK"):
+    recs = []
+    for i in range(n):
+        length = rng.randint(min_len, max_len)
+        seq = "".join(rng.choice(alphabet) for _ in range(length))
+        qual = "".join(chr(rng.randint(33, 126)) for _ in range(length))
+        recs.append((f"read{i}", f"comment {i}" if i % 3 == 0 else "", seq, qual))
+    return recs
+
+
+def fastq_text(recs, suffix=""):
+    out = []
+    for name, comment, seq, qual in recs:
+        header = f"@{name}{suffix}" + (f" {comment}" if comment else "")
+        out.append(f"{header}\n{seq}\n+\n{qual}\n")
+    return "".join(out)
+
+
+def fasta_text(recs, width=60):
+    out = []
+    for name, comment, seq, _ in recs:
+        header = f">{name}" + (f" {comment}" if comment else "")
+        lines = [seq[i : i + width] for i in range(0, len(seq), width)]
+        out.append(header + "\n" + "".join(line + "\n" for line in lines))
+    return "".join(out)
+
+
+def concat(batches):
+    """One ReadBatch-like tuple of everything in `batches`."""
+    names = [n for b in batches for n in b.names]
+    seqs = [s for b in batches for s in b.seqs]
+    quals = None if not batches or batches[0].quals is None else [q for b in batches for q in b.quals]
+    codes = np.concatenate([b.codes for b in batches]) if batches else np.zeros(0, np.uint8)
+    return names, seqs, quals, codes
+
+
+def check_batch_invariants(batch):
+    assert isinstance(batch, ReadBatch)
+    assert batch.codes.dtype == np.uint8 and batch.offsets.dtype == np.int64
+    assert batch.n == len(batch.names) == len(batch.seqs) == len(batch.offsets) - 1
+    assert batch.offsets[0] == 0 and batch.offsets[-1] == batch.codes.size
+    for i, seq in enumerate(batch.seqs):
+        assert isinstance(seq, bytes)
+        assert batch.codes[batch.offsets[i] : batch.offsets[i + 1]].tolist() == ref_codes(seq.decode())
+        if batch.quals is not None:
+            assert len(batch.quals[i]) == len(seq)
+
+
+# --- content ------------------------------------------------------------------------------------------------
+
+
+def test_fastq_content_matches_records(tmp_path):
+    rng = random.Random(1)
+    recs = random_records(rng, 200)
+    path = write(tmp_path, "r.fq", fastq_text(recs))
+    (batch,) = list(read_batches(path))
+    check_batch_invariants(batch)
+    assert batch.first_record == 1 and not batch.paired
+    assert batch.names == [r[0] for r in recs]
+    assert batch.seqs == [r[2].upper().encode() for r in recs]
+    assert batch.quals == [r[3].encode() for r in recs]
+    assert batch.lengths.tolist() == [len(r[2]) for r in recs]
+    assert batch.codes.tolist() == [c for r in recs for c in ref_codes(r[2])]
+
+
+def test_fasta_multiline_crlf_empty_records(tmp_path):
+    rng = random.Random(2)
+    recs = random_records(rng, 50, max_len=300) + [("empty", "", "", "")]
+    text = fasta_text(recs, width=70)
+    for name, data in (("lf.fa", text), ("crlf.fa", text.replace("\n", "\r\n"))):
+        path = write(tmp_path, name, data)
+        batches = list(read_batches(path, max_reads=7))
+        for b in batches:
+            check_batch_invariants(b)
+            assert b.quals is None
+        names, seqs, quals, _ = concat(batches)
+        assert names == [r[0] for r in recs]
+        assert seqs == [r[2].upper().encode() for r in recs]
+        assert seqs[-1] == b""
+
+
+def test_fasta_blocks_larger_than_parser_block(tmp_path, monkeypatch):
+    # Records that straddle the FASTA parser's block boundaries must come out whole.
+    import peanut_py.reads as reads
+
+    monkeypatch.setattr(reads, "_FASTA_BLOCK", 37)
+    rng = random.Random(3)
+    recs = random_records(rng, 40, max_len=200)
+    path = write(tmp_path, "r.fa", fasta_text(recs, width=13))
+    names, seqs, _, _ = concat(list(read_batches(path, max_reads=5)))
+    assert names == [r[0] for r in recs]
+    assert seqs == [r[2].upper().encode() for r in recs]
+
+
+def test_dot_and_dash_read_as_n_and_long_reads_kept(tmp_path):
+    long_seq = "ACGT" * 700  # 2800 bases: longer than MAX_READ_LENGTH; kept whole, the mapper decides
+    text = f"@a\nAC.-gt\n+\nIIIIII\n@long\n{long_seq}\n+\n{'I' * len(long_seq)}\n"
+    (batch,) = list(read_batches(write(tmp_path, "r.fq", text)))
+    assert batch.seqs == [b"ACNNGT", long_seq.encode()]
+    assert batch.codes[:6].tolist() == [0, 1, 4, 4, 2, 3]
+    assert batch.lengths.tolist() == [6, 2800]
+
+
+@pytest.mark.parametrize("compress", ["gz", "bz2", "xz"])
+def test_compressed_equals_plain_detected_by_magic(tmp_path, compress):
+    rng = random.Random(4)
+    recs = random_records(rng, 300)
+    plain = write(tmp_path, "plain.fq.gz", fastq_text(recs))  # a misleading name on purpose
+    packed = write(tmp_path, "packed.fastq", fastq_text(recs), compress=compress)
+    a = concat(list(read_batches(plain, max_reads=64)))
+    b = concat(list(read_batches(packed, max_reads=64)))
+    assert a[:3] == b[:3] and np.array_equal(a[3], b[3])
+
+
+def test_concatenated_gzip_members(tmp_path):
+    rng = random.Random(5)
+    recs = random_records(rng, 20)
+    path = tmp_path / "multi.fq.gz"
+    path.write_bytes(gzip.compress(fastq_text(recs[:10]).encode()) + gzip.compress(fastq_text(recs[10:]).encode()))
+    names, _, _, _ = concat(list(read_batches(str(path))))
+    assert names == [r[0] for r in recs]
+
+
+def test_empty_file_is_zero_reads(tmp_path):
+    assert list(read_batches(write(tmp_path, "e.fq", ""))) == []
+    assert list(read_batches(write(tmp_path, "e.fq.gz", "", compress="gz"))) == []
+    e1, e2 = write(tmp_path, "e1.fq", ""), write(tmp_path, "e2.fq", "")
+    assert list(read_pair_batches(e1, e2)) == []
+
+
+def test_blank_lines_after_last_record_are_accepted(tmp_path):
+    for tail in ("\n", "\n\n\n", "\r\n", "  \n"):
+        (batch,) = list(read_batches(write(tmp_path, "b.fq", "@a\nAC\n+\nII\n@b\nG\n+\nI\n" + tail)))
+        assert batch.names == ["a", "b"] and batch.seqs == [b"AC", b"G"]
+
+
+def test_repeated_name_on_plus_line(tmp_path):
+    (batch,) = list(read_batches(write(tmp_path, "p.fq", "@a x\nAC\n+a x\nII\n@b\nG\n+\nI\n")))
+    assert batch.names == ["a", "b"] and batch.quals == [b"II", b"I"]
+
+
+def test_final_record_without_newline(tmp_path):
+    (batch,) = list(read_batches(write(tmp_path, "n.fq", "@a\nAC\n+\nII\n@b\nGT\n+\nII")))
+    assert batch.seqs == [b"AC", b"GT"] and batch.quals == [b"II", b"II"]
+
+
+def test_mixed_lengths_and_empty_reads_and_names(tmp_path):
+    text = "@r1 c1\nACGT\n+\nIIII\n@r2\t tab comment\n\n+\n\n@r3/1\nA\n+\n#\n"
+    (batch,) = list(read_batches(write(tmp_path, "m.fq", text)))
+    assert batch.names == ["r1", "r2", "r3/1"]  # single-end: /1 is part of the name
+    assert batch.seqs == [b"ACGT", b"", b"A"] and batch.offsets.tolist() == [0, 4, 4, 5]
+
+
+# --- batching -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mixed_fastq(tmp_path_factory):
+    rng = random.Random(6)
+    recs = random_records(rng, 257, min_len=0, max_len=400)
+    path = write(tmp_path_factory.mktemp("mixed"), "m.fq.gz", fastq_text(recs), compress="gz")
+    return path, recs
+
+
+@pytest.mark.parametrize(
+    "max_reads,max_bases", [(1, None), (7, None), (100, None), (None, None), (None, 1), (None, 500), (13, 2000)]
+)
+def test_batches_concatenate_to_whole_file(mixed_fastq, max_reads, max_bases):
+    path, recs = mixed_fastq
+    (whole,) = list(read_batches(path))
+    batches = list(read_batches(path, max_reads=max_reads, max_bases=max_bases))
+    names, seqs, quals, codes = concat(batches)
+    assert names == whole.names and seqs == whole.seqs and quals == whole.quals
+    assert np.array_equal(codes, whole.codes)
+    record = 1
+    for b in batches:
+        check_batch_invariants(b)
+        assert b.first_record == record
+        record += b.n
+        if max_reads is not None:
+            assert b.n <= max_reads
+        if max_bases is not None:
+            assert b.codes.size <= max_bases or b.n == 1
+    if max_bases is not None:  # greedy: a batch stops only when the next read would not fit
+        for b, nxt in zip(batches, batches[1:]):
+            assert b.n == max_reads or b.codes.size + nxt.lengths[0] > max_bases
+
+
+def test_bad_limits():
+    with pytest.raises(ValueError):
+        list(read_batches("x", max_reads=0))
+    with pytest.raises(ValueError):
+        list(read_batches("x", max_bases=0))
+
+
+# --- pairs ----------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pair_files(tmp_path_factory):
+    rng = random.Random(7)
+    r1 = random_records(rng, 101, max_len=250)
+    r2 = [(n, "2:N:0", s[::-1], q[::-1]) for n, _, s, q in r1]
+    d = tmp_path_factory.mktemp("pairs")
+    p1 = write(d, "r_1.fq", fastq_text(r1, "/1"))
+    p2 = write(d, "r_2.fq.gz", fastq_text(r2, "/2"), compress="gz")
+    inter = "".join(fastq_text([a], "/1") + fastq_text([b], "/2") for a, b in zip(r1, r2))
+    pi = write(d, "inter.fq", inter)
+    return p1, p2, pi, r1, r2
+
+
+@pytest.mark.parametrize(
+    "max_reads,max_bases", [(None, None), (1, None), (2, None), (9, None), (None, 300), (10, 1000)]
+)
+def test_pair_batches(pair_files, max_reads, max_bases):
+    p1, p2, pi, r1, r2 = pair_files
+    batches = list(read_pair_batches(p1, p2, max_reads=max_reads, max_bases=max_bases))
+    names, seqs, quals, _ = concat(batches)
+    assert names[0::2] == names[1::2] == [r[0] for r in r1]  # /1 and /2 removed
+    assert seqs[0::2] == [r[2].upper().encode() for r in r1]
+    assert seqs[1::2] == [r[2].upper().encode() for r in r2]
+    assert quals[1::2] == [r[3].encode() for r in r2]
+    pair = 1
+    for b in batches:
+        check_batch_invariants(b)
+        assert b.paired and b.n % 2 == 0 and b.first_record == pair
+        pair += b.n // 2
+        if max_reads is not None:
+            assert b.n <= max(2, max_reads)
+        if max_bases is not None:
+            assert b.codes.size <= max_bases or b.n == 2
+    inter = list(read_interleaved_batches(pi, max_reads=max_reads, max_bases=max_bases))
+    assert [b.n for b in inter] == [b.n for b in batches]
+    assert [b.first_record for b in inter] == [2 * b.first_record - 1 for b in batches]
+    assert concat(inter)[:3] == (names, seqs, quals)
+
+
+@needs_data
+def test_phix_edge_cases():
+    d = os.path.join(DATA, "phix")
+    batches = list(read_pair_batches(os.path.join(d, "phix.1.fastq"), os.path.join(d, "phix.2.fastq"), max_reads=16))
+    names, seqs, quals, _ = concat(batches)
+    assert len(names) == 90
+    assert names[0:2] == ["SRR1377138.1", "SRR1377138.1"]  # comment dropped
+    assert names[4:6] == ["SRR1377138.3", "SRR1377138.3"]  # /1 and /2 dropped
+    assert names[-2:] == ["empty", "empty"] and seqs[-2:] == [b"", b""] and quals[-2:] == [b"", b""]
+    assert seqs[2].startswith(b"NGACGAATCACCAGAACGGAAAA")  # 'ngacgaaTCACCAGAACGGaaaa' uppercased
+    assert all(s == s.upper() for s in seqs)
+    # Independent reference: pysam's kseq parser on the same files.
+    with pysam.FastxFile(os.path.join(d, "phix.1.fastq")) as f:
+        ref = list(f)
+    assert seqs[0::2] == [r.sequence.upper().encode() for r in ref]
+    assert quals[0::2] == [(r.quality or "").encode() for r in ref]
+    for b in batches:
+        check_batch_invariants(b)
+
+
+@needs_data
+def test_real_gzip_reads_match_pysam():
+    path = os.path.join(DATA, "yeast", "SRR5204809_Spt5-ChIP_Input1_SacCer_ChIP-Seq_ss100k_R1.fastq.gz")
+    batches = list(read_batches(path, max_reads=30000))
+    names, seqs, quals, codes = concat(batches)
+    with pysam.FastxFile(path) as f:
+        ref = [(r.name, r.sequence, r.quality) for r in f]
+    assert len(names) == len(ref) == 100000
+    assert names == [r[0] for r in ref]
+    assert seqs == [r[1].upper().encode() for r in ref]
+    assert quals == [r[2].encode() for r in ref]
+    lut = np.full(256, 4, np.uint8)
+    for i, c in enumerate(b"ACGT"):
+        lut[c] = i
+    assert np.array_equal(codes, lut[np.frombuffer(b"".join(seqs), np.uint8)])
+
+
+# --- errors ---------------------------------------------------------------------------------------------------
+
+GOOD = "@r1 c\nACGT\n+\nIIII\n@r2\nACGTA\n+\nIIIII\n@r3\nAC\n+\nII\n"
+
+
+def expect_error(path, record, fragment, reader=read_batches):
+    with pytest.raises(InputError) as info:
+        for _ in reader(path) if isinstance(path, str) else reader(*path):
+            pass
+    message = str(info.value)
+    assert "\n" not in message
+    where = path if isinstance(path, str) else None
+    if where is not None:
+        assert message.startswith(f"{where}, record {record}: " if record else f"{where}: "), message
+    assert info.value.record == record
+    assert fragment in message, message
+    return message
+
+
+@pytest.mark.parametrize(
+    "name,data,record,fragment",
+    [
+        ("trunc_header.fq", GOOD + "@r4\n", 4, "truncated FASTQ record"),
+        ("trunc_header_nonl.fq", GOOD + "@r4", 4, "truncated FASTQ record"),
+        ("trunc_seq.fq", GOOD + "@r4\nACGT\n", 4, "truncated FASTQ record"),
+        ("trunc_plus.fq", GOOD + "@r4\nACGT\n+\n", 4, "truncated FASTQ record"),
+        ("trunc_qual.fq", GOOD + "@r4\nACGT\n+\nII", 4, "quality string length differs"),
+        ("qual_short.fq", GOOD.replace("IIIII", "IIII"), 2, "quality string length differs"),
+        ("qual_long.fq", GOOD.replace("IIIII", "IIIIII"), 2, "quality string length differs"),
+        ("no_plus.fq", GOOD.replace("ACGTA\n+", "ACGTA\nX"), 2, "expected to start with '+'"),
+        ("bad_header.fq", GOOD.replace("@r3", "r3"), 3, "expected to start with '@'"),
+        ("text.fq", "hello world\nnot a read file\n", 1, "not FASTQ or FASTA"),
+        ("binary.fq", bytes(range(256)) * 8, 1, "not FASTQ or FASTA"),
+        ("non_ascii.fq", (GOOD + "@r4\nAC").encode() + b"\xc3\xa9T\n+\nIIII\n", 4, "binary data"),
+        ("non_ascii.fa", b">a\nACGT\n>b\nAC\xffGT\n", 2, "binary data"),
+        ("bad_base.fq", GOOD.replace("ACGTA", "AC1TA"), 2, "invalid character '1'"),
+        ("bad_base.fa", ">a\nACGT\n>b\nACG*T\n>c\nA\n", 2, "invalid character '*'"),
+        ("bad_qual.fq", GOOD.replace("IIIII", "II II"), 2, "invalid quality character ' '"),
+        ("control_char.fq", GOOD.replace("ACGTA", "AC\x01TA"), 2, "invalid character '\\x01'"),
+        ("leading_blank.fq", "\n" + GOOD, 1, "not FASTQ or FASTA"),
+        ("second_header.fq", GOOD.replace("ACGTA\n+", "ACGTA\n+rX"), 2, "descriptions don't match"),
+    ],
+)
+def test_malformed_input(tmp_path, name, data, record, fragment):
+    path = write(tmp_path, name, data)
+    expect_error(path, record, fragment)
+    # Small batches: the record number is absolute, not relative to the batch.
+    with pytest.raises(InputError) as info:
+        list(read_batches(path, max_reads=1))
+    assert info.value.record == record
+
+
+def test_binary_far_into_file_names_its_record(tmp_path):
+    rng = random.Random(8)
+    recs = random_records(rng, 3000, alphabet="ACGT")
+    data = fastq_text(recs).encode()
+    cut = data.index(b"\n@read2500\n") + 1
+    data = data[:cut] + b"@read2500\n\xff\xfe\x00\n+\nIII\n" + data[cut:]
+    expect_error(write(tmp_path, "junk.fq", data), 2501, "binary data")
+
+
+def test_binary_in_fasta_across_blocks(tmp_path, monkeypatch):
+    import peanut_py.reads as reads
+
+    monkeypatch.setattr(reads, "_FASTA_BLOCK", 50)
+    rng = random.Random(10)
+    recs = random_records(rng, 60, alphabet="ACGT")
+    data = fasta_text(recs, width=30).encode()
+    cut = data.index(b">read41\n")
+    data = data[:cut] + b">read41\nAC\xfeGT\n" + data[cut:]
+    for max_reads in (None, 1, 7):
+        with pytest.raises(InputError) as info:
+            list(read_batches(write(tmp_path, "b.fa", data), max_reads=max_reads))
+        assert info.value.record == 42 and "binary data" in str(info.value)
+
+
+def test_missing_file_and_directory(tmp_path):
+    expect_error(str(tmp_path / "nope.fq"), None, "no such file")
+    expect_error(str(tmp_path), None, "is a directory")
+
+
+def truncated_gzip(recs, keep):
+    """gzip of `recs` whose data breaks off inside record keep + 1 (records 1..keep decompress intact)."""
+    comp = zlib.compressobj(6, zlib.DEFLATED, 31)
+    head = comp.compress(fastq_text(recs[:keep]).encode()) + comp.flush(zlib.Z_SYNC_FLUSH)
+    rest = comp.compress(fastq_text(recs[keep:]).encode()) + comp.flush()
+    return head + rest[: min(len(rest) // 2, 40)]
+
+
+@pytest.mark.parametrize("keep", [0, 5, 2000])
+def test_truncated_gzip(tmp_path, keep):
+    rng = random.Random(9)
+    recs = random_records(rng, 4000, alphabet="ACGT")
+    path = tmp_path / "t.fq.gz"
+    path.write_bytes(truncated_gzip(recs, keep))
+    expect_error(str(path), keep + 1, "truncated or corrupt gzip data")
+
+
+def test_gzip_with_trailing_garbage(tmp_path):
+    path = tmp_path / "g.fq.gz"
+    path.write_bytes(gzip.compress(GOOD.encode()) + b"this is not gzip")
+    expect_error(str(path), 4, "truncated or corrupt gzip data")
+
+
+def test_mate_names_differ(tmp_path):
+    p1 = write(tmp_path, "a_1.fq", "@p1/1\nAC\n+\nII\n@p2/1\nAC\n+\nII\n@p3/1\nAC\n+\nII\n")
+    p2 = write(tmp_path, "a_2.fq", "@p1/2 x\nAC\n+\nII\n@q2/2\nAC\n+\nII\n@p3/2\nAC\n+\nII\n")
+    with pytest.raises(InputError) as info:
+        list(read_pair_batches(p1, p2, max_reads=2))
+    message = str(info.value)
+    assert message.startswith(f"{p1}, record 2: ") and p2 in message
+    assert "'p2'" in message and "'q2'" in message
+
+
+@pytest.mark.parametrize("short_first", [True, False])
+@pytest.mark.parametrize("max_reads", [None, 2, 6])
+def test_pair_files_of_different_length(tmp_path, short_first, max_reads):
+    long_text = "".join(f"@p{i}\nACG\n+\nIII\n" for i in range(5))
+    short_text = "".join(f"@p{i}\nACG\n+\nIII\n" for i in range(3))
+    long_path = write(tmp_path, "long.fq", long_text)
+    short_path = write(tmp_path, "short.fq", short_text)
+    args = (short_path, long_path) if short_first else (long_path, short_path)
+    seen = []
+    with pytest.raises(InputError) as info:
+        for b in read_pair_batches(*args, max_reads=max_reads):
+            seen += b.names[0::2]
+    message = str(info.value)
+    assert message.startswith(f"{short_path}, record 4: ends after 3 records") and long_path in message
+    assert seen == ["p0", "p1", "p2"][: len(seen)]
+
+
+def test_one_pair_file_empty(tmp_path):
+    empty = write(tmp_path, "e.fq", "")
+    full = write(tmp_path, "f.fq", GOOD)
+    for args in ((empty, full), (full, empty)):
+        with pytest.raises(InputError) as info:
+            list(read_pair_batches(*args))
+        assert str(info.value).startswith(f"{empty}, record 1: ends after 0 records")
+
+
+def test_interleaved_errors(tmp_path):
+    odd = write(tmp_path, "odd.fq", "@a/1\nA\n+\nI\n@a/2\nC\n+\nI\n@b/1\nG\n+\nI\n")
+    expect_error(odd, 3, "has no mate", reader=read_interleaved_batches)
+    bad = write(tmp_path, "bad.fq", "@a/1\nA\n+\nI\n@a/2\nC\n+\nI\n@b/1\nG\n+\nI\n@c/2\nT\n+\nI\n")
+    message = expect_error(bad, 4, "mate names differ", reader=read_interleaved_batches)
+    assert "'b' in record 3" in message and "'c'" in message
+
+
+def test_pairs_fastq_with_fasta_rejected(tmp_path):
+    p1 = write(tmp_path, "a.fq", GOOD)
+    p2 = write(tmp_path, "b.fa", ">r1\nAC\n")
+    with pytest.raises(InputError, match="is FASTA but"):
+        list(read_pair_batches(p1, p2))
