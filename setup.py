@@ -41,7 +41,7 @@ setup(
     package_dir={"peanut_py": "peanut_py", "peanut_py.kernels": "kernels"},
     package_data={"peanut_py.kernels": ["*.cl"]},
     ext_modules=cythonize(extensions, language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}),
-    install_requires=["numpy>=1.24", "h5py>=3.8", "pyopencl>=2023.1", "pysam>=0.21", "dnaio>=1.2"],
+    install_requires=["numpy>=1.24", "h5py>=3.8", "pyopencl>=2023.1", "pysam>=0.21", "dnaio>=1.2", "mako"],
     extras_require={
         "pocl": ["pyopencl[pocl]"],
         "test": ["pytest>=7"],

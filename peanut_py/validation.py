@@ -1,0 +1,239 @@
+"""Validation (PEANUT section 3.3): banded Myers edit distance of every candidate, identity filter, compaction.
+
+Each candidate (read strand ``rs``, diagonals ``diag_lo..diag_hi``) is aligned semi-globally (whole read strand,
+any reference substring) inside the diagonal band ``[diag_lo - k, diag_hi + k]``, ``k = max_errors(n)``, clipped
+to the candidate's contig; see ``kernels/myers.cl`` and docs/core.md ("Validation") for the exact rules.
+Candidates with ``(n - dist) / n < min_identity`` are dropped on the device and the survivors are compacted in
+candidate order, so the output stays sorted by read strand.
+"""
+import math
+import threading
+import weakref
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .errors import PeanutError
+
+NO_ALIGNMENT = -1  # dist of a candidate whose band holds no complete alignment (never a survivor)
+MAX_WORDS = 4  # default largest bit-vector: 4 x 64 bits, a band of at most 255 diagonals
+
+
+def _identity_fraction(min_identity):
+    """``min_identity`` as the decimal the user wrote (0.8 -> 4/5), so that 80/100 passes 0.8."""
+    value = float(min_identity)
+    if not 0.0 <= value <= 1.0 or math.isnan(value):
+        raise PeanutError(f"minimum identity {min_identity!r} is not between 0 and 1")
+    return Fraction(repr(value))
+
+
+def max_errors(read_length, min_identity):
+    """The largest k with (n - k) / n >= min_identity, computed exactly (no floating-point rounding)."""
+    n = int(read_length)
+    if n <= 0:
+        return 0
+    return n - math.ceil(_identity_fraction(min_identity) * n)
+
+
+def max_errors_table(max_length, min_identity):
+    """``max_errors(n)`` for n = 0..max_length as uint32, the device's lookup table."""
+    return np.array([max_errors(n, min_identity) for n in range(max_length + 1)], dtype=np.uint32)
+
+
+def band_width(span, k):
+    """Diagonals in the band of a candidate spanning ``span = diag_hi - diag_lo`` with ``k`` errors, uncapped."""
+    return span + 2 * k + 1
+
+
+def words_for_band(width):
+    """64-bit words the bit-vector needs for a band of ``width`` diagonals (one helper bit on top)."""
+    return max(1, (width + 1 + 63) // 64)
+
+
+def max_band(words):
+    """The widest band (diagonals) a bit-vector of ``words`` words holds; wider bands are shrunk to it."""
+    return 64 * words - 1
+
+
+@dataclass
+class ValidatedHits:
+    """Survivors of validation in candidate order (so sorted by read strand). Device arrays of length ``n``.
+
+    ``ref_start``/``ref_end`` are global (padded) coordinates, start inclusive, end exclusive; ``candidate``
+    is the index of the candidate each hit came from.
+    """
+
+    n: int
+    rs: object
+    ref_start: object
+    ref_end: object
+    dist: object
+    candidate: object
+
+    def to_host(self):
+        names = ("rs", "ref_start", "ref_end", "dist", "candidate")
+        return {name: getattr(self, name).get()[: self.n] for name in names}
+
+
+# Per device: compiled kernels (retrieving a kernel from a program builds a new one each time).
+_cache = weakref.WeakKeyDictionary()
+_cache_lock = threading.Lock()
+
+
+def _cached(device, key, build):
+    with _cache_lock:
+        per_device = _cache.setdefault(device, {})
+        if key not in per_device:
+            per_device[key] = build()
+        return per_device[key]
+
+
+def _require_mako():
+    try:
+        import mako.template  # noqa: F401  (pyopencl generates scan and reduction kernels with Mako)
+    except ImportError:
+        raise PeanutError("pyopencl's scan and reduction kernels need the Mako package: pip install mako") from None
+
+
+def _myers_kernel(device, words):
+    return _cached(device, ("myers", int(words)), lambda: device.program("myers", WORDS=int(words)).validate_hits)
+
+
+def _max_span(device, candidates):
+    """max(diag_hi - diag_lo) over the candidates, reduced on the device."""
+    _require_mako()
+    from pyopencl.reduction import ReductionKernel
+
+    knl = _cached(
+        device,
+        "span",
+        lambda: ReductionKernel(
+            device.context,
+            np.uint32,
+            neutral="0",
+            reduce_expr="max(a, b)",
+            map_expr="hi[i] - lo[i]",
+            arguments="__global const uint *hi, __global const uint *lo",
+        ),
+    )
+    n = candidates.n
+    return int(knl(candidates.diag_hi[:n], candidates.diag_lo[:n], queue=device.queue).get())
+
+
+def _compactor(device):
+    """A scan kernel that copies the kept candidates' results to consecutive slots, in order."""
+    _require_mako()
+    from pyopencl.scan import GenericScanKernel
+
+    return _cached(
+        device,
+        "compact",
+        lambda: GenericScanKernel(
+            device.context,
+            np.uint32,
+            arguments=(
+                "__global const uint *keep, __global const uint *rs, __global const int *dist, "
+                "__global const uint *start, __global const uint *end, "
+                "__global uint *o_rs, __global int *o_dist, __global uint *o_start, __global uint *o_end, "
+                "__global uint *o_cand, __global uint *count"
+            ),
+            input_expr="keep[i]",
+            scan_expr="a + b",
+            neutral="0",
+            output_statement="""
+                if (prev_item != item) {
+                    const uint o = item - 1;
+                    o_rs[o] = rs[i]; o_dist[o] = dist[i]; o_start[o] = start[i]; o_end[o] = end[i];
+                    o_cand[o] = (uint)i;
+                }
+                if (i + 1 == N) *count = item;
+            """,
+        ),
+    )
+
+
+def _read_lengths(read_buffer):
+    starts = np.asarray(read_buffer.rs_start_host, dtype=np.int64)
+    return np.diff(starts)
+
+
+def choose_words(device, candidates, read_buffer, min_identity, max_words=MAX_WORDS):
+    """Words for this batch: enough for its widest band, at most ``max_words`` (then wide bands are capped)."""
+    if candidates.n == 0:
+        return 1
+    lengths = _read_lengths(read_buffer)
+    k = max_errors(int(lengths.max()) if lengths.size else 0, min_identity)
+    span = _max_span(device, candidates)
+    return min(max_words, words_for_band(band_width(span, k)))
+
+
+def validate_candidates(device, resident, read_buffer, candidates, min_identity=0.8, words=None):
+    """Run the validation kernel over all candidates: per-candidate device arrays (dist, start, end, keep).
+
+    ``dist`` is NO_ALIGNMENT where the band holds no alignment; start/end are 0 for candidates not kept.
+    ``words`` fixes the bit-vector size (band cap 64*words-1); by default :func:`choose_words`.
+    """
+    import pyopencl.array as cla
+
+    n = int(candidates.n)
+    if words is None:
+        words = choose_words(device, candidates, read_buffer, min_identity)
+    lengths = _read_lengths(read_buffer)
+    table = max_errors_table(int(lengths.max()) if lengths.size else 0, min_identity)
+    queue, pool = device.queue, device.pool
+    dist = cla.empty(queue, n, np.int32, allocator=pool)
+    start = cla.empty(queue, n, np.uint32, allocator=pool)
+    end = cla.empty(queue, n, np.uint32, allocator=pool)
+    keep = cla.empty(queue, n, np.uint32, allocator=pool)
+    if n == 0:
+        return dist, start, end, keep
+    table_dev = cla.to_device(queue, table, allocator=pool)
+    kernel = _myers_kernel(device, words)
+    device.launch(
+        kernel,
+        n,
+        np.uint32(n),
+        candidates.rs.data,
+        candidates.diag_lo.data,
+        candidates.diag_hi.data,
+        resident.packed.data,
+        resident.ambiguous.data,
+        resident.contig_offsets.data,
+        resident.contig_ends.data,
+        np.uint32(resident.n_contigs),
+        read_buffer.text.data,
+        read_buffer.rs_start.data,
+        table_dev.data,
+        dist.data,
+        start.data,
+        end.data,
+        keep.data,
+    )
+    return dist, start, end, keep
+
+
+def validate_hits(device, resident, read_buffer, candidates, min_identity=0.8, max_words=MAX_WORDS, words=None):
+    """Validate ``candidates`` and keep those with percent identity >= ``min_identity``, in candidate order.
+
+    ``max_words`` bounds the bit-vector (band cap 64*max_words-1 diagonals); ``words`` forces an exact size
+    (benchmarks). Returns :class:`ValidatedHits`.
+    """
+    import pyopencl.array as cla
+
+    if words is None:
+        words = choose_words(device, candidates, read_buffer, min_identity, max_words)
+    dist, start, end, keep = validate_candidates(device, resident, read_buffer, candidates, min_identity, words)
+    n = int(candidates.n)
+    queue, pool = device.queue, device.pool
+    dtypes = (np.uint32, np.int32, np.uint32, np.uint32, np.uint32)
+    o_rs, o_dist, o_start, o_end, o_cand = (cla.empty(queue, max(n, 1), dt, allocator=pool) for dt in dtypes)
+    if n == 0:
+        return ValidatedHits(0, o_rs[:0], o_start[:0], o_end[:0], o_dist[:0], o_cand[:0])
+    count = cla.empty(queue, 1, np.uint32, allocator=pool)
+    _compactor(device)(
+        keep, candidates.rs[:n], dist, start, end, o_rs, o_dist, o_start, o_end, o_cand, count, queue=queue
+    )
+    m = int(count.get()[0])
+    # Views into the full-size buffers: the postprocessor downloads them soon, so trimming copies would not pay.
+    return ValidatedHits(m, o_rs[:m], o_start[:m], o_end[:m], o_dist[:m], o_cand[:m])
