@@ -1,0 +1,1 @@
+"""Benchmark suite of peanut-py (not installed with the package)."""

@@ -1,0 +1,163 @@
+"""PNG plots of a benchmark result (the dict that run.py writes as JSON); matplotlib with the Agg backend."""
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+COLORS = {"peanut-best": "#d62728", "peanut-all": "#ff9896", "bwa": "#1f77b4", "minimap2": "#2ca02c",
+          "bowtie2": "#9467bd"}
+LINES = {"peanut-all": "--"}  # all mode's primary records often equal best mode's: keep both visible
+MARKERS = {"peanut-all": "s"}
+# MAPQ bins of the calibration plot: single MAPQ values are too thin to estimate an error rate.
+CAL_BINS = ((0, 0), (1, 4), (5, 9), (10, 19), (20, 29), (30, 39), (40, 49), (50, 59), (60, 255))
+
+
+def _tools(results):
+    seen = []
+    for runs in results["runs"].values():
+        for t in runs:
+            if t not in seen:
+                seen.append(t)
+    return seen
+
+
+def _subtitle(results):
+    m = results["meta"]
+    cpu = m["machine"].get("cpu", "?")
+    gpu = m["machine"].get("gpus")
+    where = gpu[0].split(" (UUID")[0] if gpu else cpu
+    return f"{m['date'][:10]}, {m['machine_label']}: {where}, {m['threads']} threads, {m['mode']} mode"
+
+
+def throughput(results, path):
+    sets = list(results["runs"])
+    tools = _tools(results)
+    values = [r["reads_per_s"] for runs in results["runs"].values() for r in runs.values() if r.get("ok")]
+    # log axis from the decade below the slowest run, so that bar heights compare on the same footing
+    bottom = 10 ** math.floor(math.log10(min(values))) if values else 1.0
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(sets) + 2), 4.4))
+    width = 0.8 / max(1, len(tools))
+    for i, t in enumerate(tools):
+        for j, s in enumerate(sets):
+            run = results["runs"][s].get(t)
+            x = j + (i - (len(tools) - 1) / 2) * width
+            if run and run.get("ok"):
+                v = run["reads_per_s"]
+                ax.bar(x, v - bottom, width, bottom=bottom, color=COLORS.get(t, "grey"), label=t if j == 0 else None)
+                ax.text(x, v * 1.08, f"{v:,.0f}", ha="center", va="bottom", rotation=90, fontsize=6)
+            elif run:  # failed: a mark on the axis so it is not mistaken for a tool that was not run
+                ax.plot(x, bottom * 1.15, "x", color=COLORS.get(t, "grey"), ms=7, mew=2,
+                        label=t + " (failed)" if j == 0 else None)
+    ax.set_yscale("log")
+    top = max(values) if values else 10.0
+    ax.set_ylim(bottom, top * 6)
+    ax.set_xticks(range(len(sets)), sets, rotation=20)
+    ax.set_ylabel("reads per second (wall clock, log)")
+    ax.set_title("Throughput (x = failed run)\n" + _subtitle(results), fontsize=10)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8, ncol=min(3, len(tools)), loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def mapq_curves(results, path):
+    """minimap2 mapeval style: for every MAPQ threshold, the fraction of all reads mapped at or above it
+    (x) against the fraction wrong among them (y, log)."""
+    sets = [s for s, runs in results["runs"].items() if any("score" in r for r in runs.values())]
+    if not sets:
+        return False
+    cols = min(3, len(sets))
+    rows = math.ceil(len(sets) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.8 * rows), squeeze=False)
+    for ax, s in zip(axes.flat, sets):
+        n = results["sets"][s].get("truth_reads") or 1
+        floor = 0.3 / n
+        for t, run in results["runs"][s].items():
+            curve = run.get("score", {}).get("curve")
+            if not curve:
+                continue
+            x = [p["frac_mapped"] for p in curve]
+            y = [max(p["frac_wrong"], floor) for p in curve]
+            ax.plot(x, y, ls=LINES.get(t, "-"), marker=MARKERS.get(t, "o"), ms=2.5, color=COLORS.get(t, "grey"), label=t)
+        ax.axhline(floor, color="k", lw=0.6, ls=":")
+        ax.set_yscale("log")
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.set_title(s, fontsize=10)
+        ax.set_xlabel("fraction of reads mapped with MAPQ >= t")
+        ax.set_ylabel("fraction wrong among them")
+        ax.grid(which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(sets):]:
+        ax.axis("off")
+    fig.suptitle("Accuracy by MAPQ threshold (dotted line = no wrong read)\n" + _subtitle(results), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def calibration_points(results, tool, sets):
+    """Pooled over ``sets``: (bin label, reads, wrong, expected Phred, observed Phred or None)."""
+    pooled = {b: [0, 0, 0.0] for b in CAL_BINS}  # reads, wrong, sum of expected error
+    for s in sets:
+        run = results["runs"][s].get(tool, {})
+        for b in run.get("score", {}).get("calibration", []):
+            for lo, hi in CAL_BINS:
+                if lo <= b["mapq"] <= hi:
+                    pooled[(lo, hi)][0] += b["n"]
+                    pooled[(lo, hi)][1] += b["wrong"]
+                    pooled[(lo, hi)][2] += b["n"] * b["expected"]
+    points = []
+    for (lo, hi), (n, w, e) in pooled.items():
+        if n:
+            observed = -10 * math.log10(w / n) if w else None
+            points.append((f"{lo}-{hi}" if hi > lo else str(lo), n, w, -10 * math.log10(e / n), observed))
+    return points
+
+
+def calibration(results, path):
+    """Reported against observed MAPQ, pooled over the simulated sets; a bin without a wrong read is drawn
+    as an open triangle at the bound -10 log10(1/reads) (its observed MAPQ is at least that)."""
+    sets = [s for s in results["runs"] if results["sets"][s].get("truth_kind") == "mason"]
+    tools = [t for t in _tools(results) if any("score" in results["runs"][s].get(t, {}) for s in sets)]
+    if not tools:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 5.2))
+    ax.plot([0, 65], [0, 65], color="k", lw=0.8, ls="--", label="perfect calibration")
+    for t in tools:
+        pts = calibration_points(results, t, sets)
+        c = COLORS.get(t, "grey")
+        xs = [p[3] for p in pts if p[4] is not None]
+        ys = [p[4] for p in pts if p[4] is not None]
+        ax.plot(xs, ys, MARKERS.get(t, "o"), color=c, label=t, ms=5)
+        bx = [p[3] for p in pts if p[4] is None]
+        by = [10 * math.log10(p[1]) for p in pts if p[4] is None]
+        ax.plot(bx, by, "^", color=c, mfc="none", ms=6)
+    ax.set_xlim(-2, 66)
+    ax.set_ylim(-2, 66)
+    ax.set_xlabel("reported MAPQ (bin: -10 log10 of the mean 10^(-MAPQ/10))")
+    ax.set_ylabel("observed: -10 log10(fraction wrong)")
+    ax.set_title("MAPQ calibration, simulated sets pooled (open triangle: no wrong read, lower bound)\n"
+                 + _subtitle(results), fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def make_plots(results, stem):
+    """Writes ``stem``-throughput.png, -mapq.png, -calibration.png; returns the paths written."""
+    written = []
+    throughput(results, stem + "-throughput.png")
+    written.append(stem + "-throughput.png")
+    if mapq_curves(results, stem + "-mapq.png"):
+        written.append(stem + "-mapq.png")
+    if calibration(results, stem + "-calibration.png"):
+        written.append(stem + "-calibration.png")
+    return written

@@ -1,0 +1,759 @@
+#!/usr/bin/env python3
+"""Benchmark peanut-py against bwa mem, minimap2 -ax sr and bowtie2: speed, memory and accuracy.
+
+    benchmarks/run.py [--quick] [--gpu] [--tools bwa,minimap2,...] [--sets sim100se,...] [-t THREADS]
+
+Writes benchmarks/results/<date>-<machine>[-quick].{json,md} and PNG plots; see benchmarks/README.md for
+what is measured and docs/benchmarks.md for the latest results. Every mapper run is recorded, a failed one
+with its exit status and the end of its log, and the others go on.
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from benchmarks import scoring, simulate  # noqa: E402
+
+SLICE = os.path.join(ROOT, "index", "example", "chr20_slice.fa.gz")
+EXAMPLE = os.path.join(ROOT, "index", "example")
+DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
+DEBIAN = {  # program -> Debian package
+    "bwa": "bwa", "minimap2": "minimap2", "bowtie2": "bowtie2", "bowtie2-build": "bowtie2",
+    "samtools": "samtools", "mason_variator": "seqan-apps", "mason_simulator": "seqan-apps",
+    "razers3": "seqan-apps", "PicardCommandLine": "picard-tools",
+}
+ALL_TOOLS = ("peanut-best", "peanut-all", "bwa", "minimap2", "bowtie2")
+SIM_SETS = {  # name -> (read length, paired, mismatch scale)
+    "sim100se": (100, False, 1.0),
+    "sim100pe": (100, True, 1.0),
+    "sim150se": (150, False, 1.0),
+    "sim150pe": (150, True, 1.0),
+    "hierr100se": (100, False, 3.0),
+}
+REAL_SETS = ("na12878", "yeast1", "yeast2")
+QUICK_SETS = ("sim100se", "sim100pe", "sim150se", "sim150pe", "hierr100se", "na12878")
+YEAST_LIBS = {
+    "yeast1": "SRR5204809_Spt5-ChIP_Input1_SacCer_ChIP-Seq_ss100k",
+    "yeast2": "SRR5204810_Spt5-ChIP_Input2_SacCer_ChIP-Seq_ss100k",
+}
+VARIANT_SEED = 42
+SIM_SEEDS = {name: 1000 + i for i, name in enumerate(SIM_SETS)}
+RAZERS_MAX_HITS = 100
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def sha1_file(path):
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def param_hash(params):
+    return hashlib.sha1(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+NEUTRAL_CWD = tempfile.gettempdir()
+
+
+def capture(cmd):
+    """stdout+stderr of a short command, '' when it cannot run. Runs outside the checkout (see measure)."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=NEUTRAL_CWD)
+        return (p.stdout + p.stderr).strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def first_match(pattern, text, default="?"):
+    m = re.search(pattern, text, re.M)
+    return m.group(1).strip() if m else default
+
+
+def tail(path, n=1500, offset=0):
+    """The end of a log from byte ``offset`` on, without the '$ command' lines that measure() writes."""
+    try:
+        with open(path, errors="replace") as f:
+            f.seek(offset)
+            lines = [ln for ln in f.read().splitlines() if ln.strip() and not ln.startswith("$ ")]
+    except OSError:
+        return ""
+    return "\n".join(lines)[-n:].strip()
+
+
+# ---------------------------------------------------------------------------------------------- timing
+
+GNU_TIME = "/usr/bin/time"
+_RUSAGE_WRAPPER = (
+    "import json,resource,subprocess,sys\n"
+    "rc=subprocess.call(sys.argv[2:])\n"
+    "u=resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "json.dump({'rc':rc,'user':u.ru_utime,'sys':u.ru_stime,'maxrss_kb':u.ru_maxrss},open(sys.argv[1],'w'))\n"
+    "sys.exit(rc)\n"
+)
+
+
+def gnu_time_available():
+    return os.access(GNU_TIME, os.X_OK) and "GNU" in capture([GNU_TIME, "--version"])
+
+
+def measure(cmd, log_path, stdout_path=None, timeout=None):
+    """Run ``cmd``; wall seconds, user+sys CPU seconds and peak RSS of the process tree (the largest process,
+    as getrusage reports it) through ``/usr/bin/time -v``, or a getrusage(RUSAGE_CHILDREN) wrapper when
+    GNU time is missing. Never raises for a failing command.
+
+    Runs in the log's folder, never in the checkout: there ``python -m peanut_py`` would import the source
+    folder instead of the installed package (on the GPU machine the sources carry no compiled extensions).
+    All paths handed to tools are absolute."""
+    cmd = [str(c) for c in cmd]
+    fd, stats = tempfile.mkstemp(suffix=".time")
+    os.close(fd)
+    if gnu_time_available():
+        full, how = [GNU_TIME, "-v", "-o", stats] + cmd, "gnu-time"
+    else:
+        full, how = [sys.executable, "-c", _RUSAGE_WRAPPER, stats] + cmd, "getrusage"
+    result = {"command": shlex.join(cmd), "measured_with": how, "ok": False}
+    with open(log_path, "ab") as logf:
+        logf.write(("$ " + shlex.join(cmd) + "\n").encode())
+        logf.flush()
+        offset = logf.tell()
+        out = open(stdout_path, "wb") if stdout_path else logf
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.Popen(full, stdout=out, stderr=logf, start_new_session=True,
+                                    cwd=os.path.dirname(os.path.abspath(log_path)))
+        except OSError as e:
+            result.update(rc=None, error=f"cannot start: {e}")
+            os.unlink(stats)
+            return result
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = "timeout"
+        finally:
+            wall = time.perf_counter() - t0
+            if stdout_path:
+                out.close()
+    result["wall_s"] = round(wall, 3)
+    result["rc"] = rc
+    try:
+        text = open(stats).read()
+    except OSError:
+        text = ""
+    os.unlink(stats)
+    if how == "gnu-time":
+        user = float(first_match(r"User time \(seconds\):\s*([\d.]+)", text, "nan"))
+        sys_ = float(first_match(r"System time \(seconds\):\s*([\d.]+)", text, "nan"))
+        rss_kb = float(first_match(r"Maximum resident set size \(kbytes\):\s*(\d+)", text, "nan"))
+    else:
+        try:
+            d = json.loads(text)
+            user, sys_, rss_kb = d["user"], d["sys"], d["maxrss_kb"]
+        except (ValueError, KeyError):
+            user = sys_ = rss_kb = float("nan")
+    def known(x):  # a killed run leaves no statistics; JSON has no NaN
+        return None if x != x else x
+
+    result.update(user_s=known(round(user, 3)), sys_s=known(round(sys_, 3)), cpu_s=known(round(user + sys_, 3)),
+                  max_rss_mb=known(round(rss_kb / 1024, 1)))
+    if rc == 0:
+        result["ok"] = True
+    else:
+        why = "timed out" if rc == "timeout" else f"exit status {rc}"
+        result["error"] = f"{why}; end of log: {tail(log_path, 400, offset) or '(empty)'}"
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- tools
+
+class Tool:
+    """How one mapper builds its index and maps; ``family`` names the index it shares."""
+
+    def __init__(self, name, family, programs, index, map_, version):
+        self.name, self.family, self.programs = name, family, programs
+        self.index_cmd, self.map_cmd, self.version = index, map_, version
+
+
+def make_tools(args):
+    py = [sys.executable, "-m", "peanut_py"]
+    bt2 = shutil.which("bowtie2") or shutil.which("bowtie2-align-s") or "bowtie2"
+    bt2_build = shutil.which("bowtie2-build") or shutil.which("bowtie2-build-s") or "bowtie2-build"
+    extra = shlex.split(args.peanut_args or "")
+
+    def peanut_map(mode):
+        def cmd(idx, r1, r2, out, t):
+            c = py + ["map", idx, r1] + ([r2] if r2 else []) + ["-o", out, "-t", t, "--mode", mode]
+            if mode == "all":
+                c += ["--max-hits", args.max_hits]
+            return c + extra, None
+        return cmd
+
+    def peanut_index(ref, d, t):
+        idx = os.path.join(d, "ref.peanut.h5")
+        return py + ["index", ref, "-o", idx], idx
+
+    def peanut_version():
+        v = capture(py + ["--version"]).splitlines()
+        # the index format may change between commits of one version: the sources are part of the key
+        src = hashlib.sha1()
+        for name in ("_version.py", "reference.py", "_indexbuild.pyx", "fasta.py"):
+            p = os.path.join(ROOT, "peanut_py", name)
+            if os.path.exists(p):
+                src.update(open(p, "rb").read())
+        return (v[-1] if v else "peanut-py ?") + f" (src {src.hexdigest()[:8]})"
+
+    tools = {
+        "peanut-best": Tool("peanut-best", "peanut", [], peanut_index, peanut_map("best"), peanut_version),
+        "peanut-all": Tool("peanut-all", "peanut", [], peanut_index, peanut_map("all"), peanut_version),
+        "bwa": Tool(
+            "bwa", "bwa", ["bwa"],
+            lambda ref, d, t: (["bwa", "index", "-p", os.path.join(d, "ref"), ref], os.path.join(d, "ref")),
+            lambda idx, r1, r2, out, t: (["bwa", "mem", "-t", t, idx, r1] + ([r2] if r2 else []), out),
+            lambda: "bwa " + first_match(r"Version:\s*(\S+)", capture(["bwa"])),
+        ),
+        "minimap2": Tool(
+            "minimap2", "minimap2", ["minimap2"],
+            lambda ref, d, t: (["minimap2", "-x", "sr", "-t", t, "-d", os.path.join(d, "ref.mmi"), ref],
+                               os.path.join(d, "ref.mmi")),
+            lambda idx, r1, r2, out, t: (["minimap2", "-ax", "sr", "-t", t, idx, r1] + ([r2] if r2 else [])
+                                         + ["-o", out], None),
+            lambda: "minimap2 " + capture(["minimap2", "--version"]),
+        ),
+        "bowtie2": Tool(
+            "bowtie2", "bowtie2", ["bowtie2", "bowtie2-build"],
+            lambda ref, d, t: ([bt2_build, "--threads", t, "-q", ref, os.path.join(d, "ref")], os.path.join(d, "ref")),
+            lambda idx, r1, r2, out, t: ([bt2, "-p", t, "-x", idx] + (["-1", r1, "-2", r2] if r2 else ["-U", r1])
+                                         + ["-S", out], None),
+            lambda: "bowtie2 " + first_match(r"version\s+(\S+)", capture([bt2, "--version"])),
+        ),
+    }
+    return tools
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+def have(program):
+    """Whether a program is there; bowtie2's Perl/Python wrappers may be replaced by their -s binaries."""
+    alternatives = {"bowtie2": ("bowtie2", "bowtie2-align-s"), "bowtie2-build": ("bowtie2-build", "bowtie2-build-s")}
+    return any(simulate.find_tool(p) for p in alternatives.get(program, (program,)))
+
+
+def check_programs(args, tools, sets):
+    """Missing programs: exit with the apt-get command, install them (--install, root), or in --gpu mode
+    only return them (the parts that need them are skipped)."""
+    needed = {"samtools", "PicardCommandLine"}
+    for t in tools:
+        needed.update(t.programs)
+    if any(s in SIM_SETS for s in sets):
+        needed.update(["mason_variator", "mason_simulator"])
+    if "sim100se" in sets and args.razers_reads > 0:
+        needed.add("razers3")
+    missing = sorted(p for p in needed if not have(p))
+    if not missing:
+        return []
+    packages = sorted({DEBIAN[p] for p in missing} | ({"time"} if not gnu_time_available() else set()))
+    command = "apt-get install -y " + " ".join(packages)
+    if args.gpu:
+        return missing
+    if args.install and os.geteuid() == 0:
+        log(f"installing: {command}")
+        if subprocess.call(command.split()) != 0:
+            subprocess.call(["apt-get", "update"])
+            if subprocess.call(command.split()) != 0:
+                sys.exit("benchmark: apt-get install failed")
+        return check_programs(args, tools, sets)
+    sudo = "" if os.geteuid() == 0 else "sudo "
+    sys.exit(f"benchmark: missing programs: {', '.join(missing)}\ninstall them with:\n  {sudo}{command}\n"
+             f"(or run benchmarks/run.py --install as root)")
+
+
+def ensure_matplotlib(args, notes):
+    """matplotlib for the plots, a benchmark-only dependency: pip-installed into benchmarks/work/pydeps
+    (never into the project's environment) when missing and the network is there."""
+    pydeps = os.path.join(args.work, "pydeps")
+    if os.path.isdir(pydeps) and pydeps not in sys.path:
+        sys.path.append(pydeps)  # appended: the environment's own numpy keeps precedence
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        pass
+    if args.gpu or args.no_install_plots:
+        notes.append("plots skipped: matplotlib is not installed (and no network install in this mode)")
+        return False
+    log("matplotlib missing: pip install --target benchmarks/work/pydeps matplotlib")
+    rc = subprocess.call([sys.executable, "-m", "pip", "install", "-q", "--target", pydeps, "matplotlib"])
+    if pydeps not in sys.path:
+        sys.path.append(pydeps)
+    try:
+        import importlib
+        importlib.invalidate_caches()
+        import matplotlib  # noqa: F401,F811
+        return True
+    except ImportError:
+        notes.append(f"plots skipped: pip install of matplotlib failed (exit {rc})")
+        return False
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+class Genome:
+    def __init__(self, name, source, work):
+        self.name, self.source = name, source
+        self.sha = sha1_file(source)
+        self.dir = os.path.join(work, "ref", f"{name}-{self.sha[:12]}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.fa = os.path.join(self.dir, "ref.fa")
+        if not os.path.exists(self.fa):
+            log(f"decompressing {source}")
+            simulate.decompress_fasta(source, self.fa)
+        self.contigs = simulate.fasta_contigs(self.fa)
+        self.length = sum(n for _, n in self.contigs)
+
+    def describe(self):
+        return {"source": os.path.relpath(self.source, ROOT), "sha1": self.sha, "contigs": len(self.contigs),
+                "length": self.length}
+
+
+def choose_human(args, notes):
+    chr20 = os.path.join(args.data, "human", "GRCh37_chr20.fa.gz")
+    want = args.genome if args.genome != "auto" else ("slice" if args.quick else "chr20")
+    if want == "chr20" and not os.path.exists(chr20):
+        notes.append(f"{chr20} not found: simulated reads come from the bundled 200 kb chr20 slice instead")
+        want = "slice"
+    return ("chr20", chr20) if want == "chr20" else ("chr20_slice", SLICE)
+
+
+def prepare_sets(args, names, genomes, notes):
+    """Read files and truths, cached under work/reads by a hash of their parameters."""
+    sets = {}
+    human = None
+    if any(n in SIM_SETS or n == "na12878" for n in names):
+        human = genomes.setdefault("human", Genome(*choose_human(args, notes), args.work))
+    vcf = None
+    if any(n in SIM_SETS for n in names) and not args.no_variants:
+        # An existing VCF is used as is, also without mason_variator (it may have been carried here).
+        vcf = os.path.join(human.dir, f"variants-{VARIANT_SEED}.vcf")
+        if os.path.exists(vcf):
+            pass
+        elif simulate.find_tool("mason_variator"):
+            log("mason_variator: SNPs (0.1 %) and small indels (0.01 %, 1-6 bp)")
+            simulate.make_variants(human.fa, vcf + ".tmp.vcf", VARIANT_SEED, log_path=vcf + ".log")
+            os.replace(vcf + ".tmp.vcf", vcf)
+        else:
+            vcf = None
+            notes.append(f"mason_variator missing and no {os.path.relpath(human.dir, ROOT)}/variants-{VARIANT_SEED}.vcf: "
+                         "reads simulated from the reference with sequencing errors only")
+    for name in names:
+        if name in SIM_SETS:
+            length, paired, scale = SIM_SETS[name]
+            n_frag = args.reads // 2 if paired else args.reads
+            params = {"genome": human.sha, "vcf": vcf and sha1_file(vcf), "n": n_frag, "len": length,
+                      "paired": paired, "scale": scale, "seed": SIM_SEEDS[name],
+                      "mason": capture([simulate.find_tool("mason_simulator") or "mason_simulator", "--version"])}
+            d = os.path.join(args.work, "reads", f"{name}-{param_hash(params)}")
+            done = os.path.join(d, "done")
+            if not os.path.exists(done):
+                log(f"mason_simulator: {name} ({n_frag} {'pairs' if paired else 'reads'} of {length} bp)")
+                shutil.rmtree(d, ignore_errors=True)
+                simulate.simulate_reads(human.fa, d, n_frag, length, paired, SIM_SEEDS[name], vcf=vcf,
+                                        mismatch_scale=scale)
+                open(done, "w").write(json.dumps(params))
+            r1, r2 = os.path.join(d, "r1.fq"), os.path.join(d, "r2.fq") if paired else None
+            sets[name] = {
+                "genome": "human", "paired": paired, "r1": r1, "r2": r2, "reads": n_frag * (2 if paired else 1),
+                "truth": os.path.join(d, "truth.sam"), "truth_kind": "mason",
+                "source": f"mason_simulator, Illumina {length} bp, mismatch x{scale:g}, "
+                          f"{'variants' if vcf else 'no variants'}, seed {SIM_SEEDS[name]}",
+            }
+            if name == "sim100se" and args.razers_reads > 0:
+                sets[name]["gold"] = prepare_gold(args, d, human, r1, notes)
+        elif name == "na12878":
+            info = prepare_na12878(args, human, notes)
+            if info:
+                sets[name] = info
+        elif name in YEAST_LIBS:
+            ref = os.path.join(args.data, "yeast", "S288C_R64-1-1.genome.fa.gz")
+            lib = os.path.join(args.data, "yeast", YEAST_LIBS[name])
+            if not os.path.exists(ref) or not os.path.exists(lib + "_R1.fastq.gz"):
+                notes.append(f"set {name} skipped: {args.data}/yeast not found")
+                continue
+            genomes.setdefault("yeast", Genome("yeast_S288C", ref, args.work))
+            r1, r2, n = subset_pairs(args, name, lib + "_R1.fastq.gz", lib + "_R2.fastq.gz", args.reads // 2)
+            sets[name] = {"genome": "yeast", "paired": True, "r1": r1, "r2": r2, "reads": 2 * n, "truth": None,
+                          "truth_kind": None, "source": f"real 2x50 ChIP-seq input library {YEAST_LIBS[name]}"}
+    return sets
+
+
+def subset_pairs(args, name, src1, src2, n_pairs):
+    total = simulate.count_fastq(src1)
+    if n_pairs >= total:
+        return src1, src2, total
+    d = os.path.join(args.work, "reads", f"{name}-{param_hash([sha1_file(src1), n_pairs])}")
+    os.makedirs(d, exist_ok=True)
+    r1, r2 = os.path.join(d, "r1.fq"), os.path.join(d, "r2.fq")
+    if not (os.path.exists(r1) and os.path.exists(r2)):
+        simulate.head_fastq(src1, r1, n_pairs)
+        simulate.head_fastq(src2, r2, n_pairs)
+    return r1, r2, n_pairs
+
+
+def prepare_na12878(args, human, notes):
+    if human.name == "chr20":
+        base = os.path.join(args.data, "human", "NA12878_S1.chr20_10.0-10.1Mb")
+        bam = os.path.join(args.data, "human", "NA12878_S1.chr20.10_10p1mb.bam")
+        if not (os.path.exists(base + "_R1.fastq.gz") and os.path.exists(bam)):
+            notes.append(f"set na12878 skipped: its reads or BAM are not in {args.data}/human")
+            return None
+        r1, r2, n = subset_pairs(args, "na12878", base + "_R1.fastq.gz", base + "_R2.fastq.gz", args.reads // 2)
+        return {"genome": "human", "paired": True, "r1": r1, "r2": r2, "reads": 2 * n,
+                "truth": bam, "truth_kind": "bwa 0.6.1 BAM",
+                "source": "real NA12878 HiSeq 2x101, chr20:10.0-10.1 Mb; truth = original BAM (bwa 0.6.1)"}
+    r1 = os.path.join(EXAMPLE, "NA12878_chr20_slice_2000pairs_R1.fastq.gz")
+    r2 = os.path.join(EXAMPLE, "NA12878_chr20_slice_2000pairs_R2.fastq.gz")
+    return {"genome": "human", "paired": True, "r1": r1, "r2": r2, "reads": 4000,
+            "truth": os.path.join(EXAMPLE, "original_positions.tsv.gz"), "truth_kind": "bwa 0.6.1 POS (start only)",
+            "source": "real NA12878 HiSeq 2x101, 2,000 pairs inside the bundled slice; truth = original BAM's POS"}
+
+
+def prepare_gold(args, set_dir, human, r1, notes):
+    """razers3's hits for the first reads of ``r1``, cached under work/gold by the reads' and reference's
+    hashes, so that a gold file made here can be carried to a machine without razers3."""
+    fq = os.path.join(set_dir, f"razers-{args.razers_reads}.fq")
+    n = simulate.head_fastq(r1, fq, args.razers_reads)
+    key = param_hash([sha1_file(fq), human.sha, RAZERS_MAX_HITS, "-rr 100 -i 95"])
+    gold = os.path.join(args.work, "gold", f"razers3-{key}.sam")
+    if not os.path.exists(gold):
+        if not simulate.find_tool("razers3"):
+            notes.append(f"all-hit recall skipped: razers3 missing and no {os.path.relpath(gold, ROOT)}")
+            return None
+        os.makedirs(os.path.dirname(gold), exist_ok=True)
+        log(f"razers3 -rr 100 -i 95 on {n} reads (gold standard of all hits)")
+        t0 = time.perf_counter()
+        simulate.razers3_gold(human.fa, fq, gold + ".tmp.sam", args.threads, max_hits=RAZERS_MAX_HITS)
+        os.replace(gold + ".tmp.sam", gold)
+        log(f"razers3 took {time.perf_counter() - t0:.1f} s")
+    return {"sam": gold, "reads": n, "command": f"razers3 -rr 100 -i 95 -m {RAZERS_MAX_HITS}"}
+
+
+# ---------------------------------------------------------------------------------------------- indexes
+
+def build_index(args, tool, genome, version):
+    """Index of ``tool`` for ``genome``, built once and cached with its measured build cost."""
+    d = os.path.join(args.work, "index", f"{tool.family}-{genome.sha[:12]}-{param_hash(version)[:8]}")
+    meta_path = os.path.join(d, "build.json")
+    if os.path.exists(meta_path):
+        meta = json.load(open(meta_path))
+        if meta.get("ok"):
+            meta["cached"] = True
+            return meta
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    cmd, idx = tool.index_cmd(genome.fa, d, args.threads)
+    log(f"index {tool.family} for {genome.name}")
+    m = measure(cmd, os.path.join(d, "build.log"), timeout=args.index_timeout)
+    m.update(index=idx, version=version, date=datetime.date.today().isoformat(), cached=False)
+    if m["ok"]:
+        json.dump(m, open(meta_path, "w"), indent=1)
+    else:
+        log(f"index {tool.family} failed: {m['error'][:300]}")
+    return m
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+
+def validate_sam(sam):
+    """Picard ValidateSamFile (SUMMARY); read groups are not asked of a mapper and are ignored."""
+    out = capture(["PicardCommandLine", "ValidateSamFile", f"I={sam}", "MODE=SUMMARY",
+                   "IGNORE=MISSING_READ_GROUP", "IGNORE=RECORD_MISSING_READ_GROUP", "MAX_OUTPUT=100"])
+    counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^((?:ERROR|WARNING):\S+)\s+(\d+)", out, re.M)}
+    clean = "No errors found" in out
+    if not counts and not clean:
+        return {"ok": False, "problem": "picard gave no summary", "output_tail": out[-500:]}
+    return {"ok": clean, "counts": counts}
+
+
+def evaluate(args, run, info, truth, gold, sam, tool_name, picard):
+    run["mapping"] = scoring.mapping_stats(sam)
+    if truth is not None:
+        run["score"] = scoring.score_sam(sam, truth, tolerance=args.tolerance)
+    if gold is not None:
+        run["recall"] = scoring.gold_recall(sam, gold, tolerance=args.tolerance, max_hits=RAZERS_MAX_HITS)
+    if picard and (tool_name.startswith("peanut") or not args.quick):
+        run["validate"] = validate_sam(sam)
+
+
+def summarize(run, reads):
+    good = [r for r in run["reps"] if r.get("ok")]
+    if not good:
+        run["ok"] = False
+        run["error"] = run["reps"][-1].get("error", "?") if run["reps"] else "not run"
+        return
+    run["ok"] = True
+    for k in ("wall_s", "cpu_s", "max_rss_mb"):
+        run[k] = statistics.median(r[k] for r in good)
+    run["reads_per_s"] = reads / run["wall_s"] if run["wall_s"] > 0 else None
+
+
+# ---------------------------------------------------------------------------------------------- machine
+
+def describe_machine(args):
+    info = {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version(),
+            "cores": os.cpu_count(), "cores_available": len(os.sched_getaffinity(0))}
+    try:
+        cpuinfo = open("/proc/cpuinfo").read()
+        info["cpu"] = first_match(r"^model name\s*:\s*(.+)$", cpuinfo)
+        mem = open("/proc/meminfo").read()
+        info["memory_gib"] = round(int(first_match(r"^MemTotal:\s*(\d+)", mem, "0")) / 2**20, 1)
+    except OSError:
+        pass
+    gpus = capture(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else ""
+    if gpus:
+        info["gpus"] = gpus.splitlines()
+    devices = capture([sys.executable, "-m", "peanut_py", "devices"])
+    info["opencl_devices"] = devices.splitlines()[-4:] if devices else ["(peanut devices failed)"]
+    return info
+
+
+def default_machine_label(args):
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "-", platform.node().split(".")[0]) or "machine"
+    return f"{label}-gpu" if args.gpu else label
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small read sets on the bundled slice, 1 repetition")
+    p.add_argument("--gpu", action="store_true",
+                   help="for the lent GPU machine: no network, missing peers/picard/razers3 are skipped with a note")
+    p.add_argument("--tools", help=f"comma-separated subset of {','.join(ALL_TOOLS)} ('peanut' = both modes)")
+    p.add_argument("--sets", help=f"comma-separated subset of {','.join(list(SIM_SETS) + list(REAL_SETS))}")
+    p.add_argument("-t", "--threads", type=int, default=len(os.sched_getaffinity(0)), help="threads for every tool")
+    p.add_argument("--reads", type=int, help="reads per set (pairs: half as many pairs); quick 20000, full 200000")
+    p.add_argument("--reps", type=int, help="repetitions of every run; quick 1, full 3")
+    p.add_argument("--genome", choices=("auto", "slice", "chr20"), default="auto",
+                   help="reference of the simulated and NA12878 sets (auto: slice in --quick, else chr20)")
+    p.add_argument("--tolerance", type=int, default=scoring.DEFAULT_TOLERANCE, help="bp (default %(default)s)")
+    p.add_argument("--razers-reads", type=int, help="reads of sim100se in razers3's gold standard (0 = none); "
+                                                     "quick 500, full 2000")
+    p.add_argument("--max-hits", type=int, default=RAZERS_MAX_HITS, help="peanut --mode all --max-hits")
+    p.add_argument("--peanut-args", help="extra arguments for every 'peanut map', e.g. '--device 0'")
+    p.add_argument("--timeout", type=int, help="seconds per mapper run (quick 300, full 7200)")
+    p.add_argument("--index-timeout", type=int, default=7200, help="seconds per index build")
+    p.add_argument("--data", default=DEFAULT_DATA, help="shared data folder (default ../shared/data)")
+    p.add_argument("--work", default=os.path.join(HERE, "work"), help="cache of references, reads, indexes")
+    p.add_argument("--results", default=os.path.join(HERE, "results"), help="where the JSON/MD/PNG go")
+    p.add_argument("--machine", help="label of this machine in the result file names")
+    p.add_argument("--no-variants", action="store_true", help="simulate from the reference without mason_variator")
+    p.add_argument("--keep-sam", action="store_true", help="keep the mappers' SAM files under work/runs")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--no-install-plots", action="store_true", help="never pip-install matplotlib")
+    p.add_argument("--update-docs", dest="update_docs", action="store_true", default=None,
+                   help="put the table and plots into docs/benchmarks.md (default: full mode only)")
+    p.add_argument("--no-update-docs", dest="update_docs", action="store_false")
+    p.add_argument("--install", action="store_true", help="apt-get install missing peers (as root)")
+    p.add_argument("--replot", metavar="RESULT.json", help="only redo plots/Markdown/docs from a result JSON")
+    args = p.parse_args(argv)
+    args.reads = args.reads or (20000 if args.quick else 200000)
+    args.reps = args.reps or (1 if args.quick else 3)
+    args.timeout = args.timeout or (300 if args.quick else 7200)
+    if args.razers_reads is None:
+        args.razers_reads = 500 if args.quick else 2000
+    if args.update_docs is None:
+        args.update_docs = not (args.quick or args.gpu or args.replot)
+    args.work, args.results, args.data = map(os.path.abspath, (args.work, args.results, args.data))
+    tools = (args.tools or ",".join(ALL_TOOLS)).replace("peanut,", "peanut-best,peanut-all,")
+    if tools.endswith(",peanut") or tools == "peanut":
+        tools = tools[: -len("peanut")] + "peanut-best,peanut-all"
+    args.tool_names = [t for t in tools.split(",") if t]
+    bad = [t for t in args.tool_names if t not in ALL_TOOLS]
+    if bad:
+        p.error(f"unknown tools {bad}; known: {', '.join(ALL_TOOLS)} and 'peanut'")
+    known_sets = list(SIM_SETS) + list(REAL_SETS)
+    args.set_names = args.sets.split(",") if args.sets else list(QUICK_SETS if args.quick else known_sets)
+    bad = [s for s in args.set_names if s not in known_sets]
+    if bad:
+        p.error(f"unknown sets {bad}; known: {', '.join(known_sets)}")
+    args.machine = args.machine or default_machine_label(args)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.replot:
+        return replot(args)
+    started = time.perf_counter()
+    notes = []
+    all_tools = make_tools(args)
+    tools = [all_tools[n] for n in args.tool_names]
+    missing = check_programs(args, tools, args.set_names)
+    picard = "PicardCommandLine" not in missing
+    if missing:
+        notes.append(f"missing on this machine (parts skipped): {', '.join(missing)}")
+        if not picard:
+            notes.append("SAM validation skipped: PicardCommandLine missing")
+        if "mason_simulator" in missing:
+            args.set_names = [s for s in args.set_names if s not in SIM_SETS]
+            notes.append("simulated sets skipped: mason_simulator missing")
+        for t in list(tools):
+            lacking = [p for p in t.programs if not have(p)]
+            if lacking:
+                tools.remove(t)
+                notes.append(f"{t.name} skipped: {', '.join(lacking)} missing")
+    if not gnu_time_available():
+        notes.append("/usr/bin/time (Debian package time) missing: CPU and peak RSS from getrusage of a wrapper")
+    os.makedirs(args.work, exist_ok=True)
+    os.makedirs(args.results, exist_ok=True)
+
+    genomes = {}
+    sets = prepare_sets(args, args.set_names, genomes, notes)
+    versions = {t.name: t.version() for t in tools}
+    results = {
+        "meta": {
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "mode": "quick" if args.quick else "full", "gpu_mode": args.gpu, "machine_label": args.machine,
+            "machine": describe_machine(args), "threads": args.threads, "reps": args.reps,
+            "tolerance": args.tolerance, "thresholds": list(scoring.THRESHOLDS), "versions": versions,
+            "command": shlex.join([os.path.relpath(sys.argv[0], ROOT)] + (argv if argv is not None else sys.argv[1:])),
+        },
+        "genomes": {k: dict(g.describe(), name=g.name) for k, g in genomes.items()},
+        "indexes": {},
+        "sets": {k: {kk: (os.path.relpath(v, ROOT) if kk in ("r1", "r2", "truth") and v else v)
+                     for kk, v in s.items() if kk != "gold"} | ({"gold": s["gold"]["command"] + f" on {s['gold']['reads']} reads"}
+                                                                if s.get("gold") else {})
+                 for k, s in sets.items()},
+        "runs": {k: {} for k in sets},
+        "notes": notes,
+    }
+
+    # Indexes, once per (tool family, genome) needed.
+    index_of = {}
+    for gkey in sorted({s["genome"] for s in sets.values()}):
+        g = genomes[gkey]
+        for t in tools:
+            if (t.family, gkey) in index_of:
+                continue
+            m = build_index(args, t, g, versions[t.name])
+            index_of[(t.family, gkey)] = m
+            results["indexes"].setdefault(g.name, {})[t.family] = m
+
+    truths, golds = {}, {}
+    for name, s in sets.items():
+        if s["truth"]:
+            refs = [c for c, _ in genomes[s["genome"]].contigs]
+            truths[name] = scoring.load_truth(s["truth"], ref_contigs=refs)
+            if s["truth_kind"] != "mason":  # a real set may be the first pairs of a larger truth file
+                truths[name].restrict(simulate.fastq_names(s["r1"]))
+            results["sets"][name]["truth_reads"] = len(truths[name])
+        if s.get("gold"):
+            golds[name] = scoring.load_gold(s["gold"]["sam"])
+    for s in sets.values():  # warm the page cache so the first tool does not pay for the disk
+        for f in (s["r1"], s["r2"]):
+            if f:
+                with open(f, "rb") as fh:
+                    while fh.read(1 << 24):
+                        pass
+
+    run_dir = os.path.join(args.work, "runs", time.strftime("%Y%m%d-%H%M%S"))
+    for rep in range(args.reps):
+        for name, s in sets.items():
+            order = tools[rep % len(tools):] + tools[: rep % len(tools)] if tools else []
+            for t in order:
+                run = results["runs"][name].setdefault(t.name, {"reps": []})
+                idx = index_of[(t.family, s["genome"])]
+                if not idx.get("ok"):
+                    run["reps"].append({"ok": False, "error": f"no index: {idx.get('error', '?')[:300]}"})
+                    continue
+                d = os.path.join(run_dir, name)
+                os.makedirs(d, exist_ok=True)
+                sam = os.path.join(d, f"{t.name}.sam")
+                cmd, stdout = t.map_cmd(idx["index"], s["r1"], s["r2"], sam, args.threads)
+                log(f"rep {rep + 1}/{args.reps} {name} {t.name}")
+                if os.path.exists(sam):
+                    os.unlink(sam)
+                m = measure(cmd, os.path.join(d, f"{t.name}.log"), stdout_path=stdout, timeout=args.timeout)
+                if m["ok"] and not os.path.exists(sam):
+                    m.update(ok=False, error="exit status 0 but no SAM written")
+                run["reps"].append(m)
+                if not m["ok"]:
+                    log(f"{t.name} on {name} failed: {m['error'][:300]}")
+                    continue
+                log(f"  {m['wall_s']:.1f} s wall, {m['cpu_s']:.1f} s CPU, {m['max_rss_mb']:.0f} MB")
+                if "mapping" not in run:
+                    try:
+                        evaluate(args, run, s, truths.get(name), golds.get(name), sam, t.name, picard)
+                    except Exception as e:  # a malformed SAM must not end the benchmark
+                        run["reps"][-1].update(ok=False, error=f"scoring failed: {type(e).__name__}: {e}")
+                        log(f"scoring {t.name} on {name} failed: {e}")
+                        run.pop("mapping", None)
+                if not args.keep_sam:
+                    os.unlink(sam)
+    for name, s in sets.items():
+        for run in results["runs"][name].values():
+            summarize(run, s["reads"])
+    results["meta"]["elapsed_s"] = round(time.perf_counter() - started, 1)
+    stem = os.path.join(args.results, f"{datetime.date.today().isoformat()}-{args.machine}"
+                        + ("-quick" if args.quick else ""))
+    write_outputs(args, results, stem)
+    return 0
+
+
+def write_outputs(args, results, stem):
+    """JSON, Markdown and plots of ``results`` at ``stem``.*; docs/benchmarks.md too with --update-docs."""
+    from benchmarks import report
+
+    plots = []
+    if not args.no_plots and ensure_matplotlib(args, results["notes"]):
+        from benchmarks import plots as plotting
+        plots = plotting.make_plots(results, stem)
+    results["plots"] = [os.path.basename(p) for p in plots]
+    with open(stem + ".json", "w") as f:
+        json.dump(results, f, indent=1)
+    md = report.markdown(results)
+    with open(stem + ".md", "w") as f:
+        f.write(md)
+    log(f"wrote {os.path.relpath(stem, ROOT)}.json, .md and {len(plots)} plots")
+    if args.update_docs:
+        report.update_docs(results, plots, os.path.join(ROOT, "docs"))
+        log("updated docs/benchmarks.md")
+    print(md)
+    failed = [(n, t) for n, runs in results["runs"].items() for t, r in runs.items() if not r["ok"]]
+    if failed:
+        log("failed runs: " + ", ".join(f"{t} on {n}" for n, t in failed))
+
+
+def replot(args):
+    """Plots, Markdown (and docs) again from a result JSON, e.g. one brought back from the GPU machine."""
+    results = json.load(open(args.replot))
+    os.makedirs(args.results, exist_ok=True)
+    stem = os.path.join(args.results, os.path.basename(args.replot)[: -len(".json")])
+    write_outputs(args, results, stem)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
