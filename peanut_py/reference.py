@@ -1,0 +1,558 @@
+"""The HDF5 reference index: ``build_index`` (``peanut index``) and ``ReferenceIndex`` (the host-side reader).
+
+The index holds the reference in the padded global coordinates of docs/architecture.md: the 2-bit packed
+sequence, the non-ACGT letters as exception intervals, and the table P of indexed q-gram positions sorted by
+(q-gram value, position) with highly repetitive q-grams masked. The layout is specified in index/FORMAT.md.
+
+Building never sorts one giant array: q-grams are counted per bucket (the top 12 bits of their value), then
+scattered round by round into a bounded buffer of 64-bit keys ``value << 32 | position`` and sorted bucket
+group by bucket group, which yields P in final order and is streamed into the HDF5 file.
+"""
+import hashlib
+import os
+import resource
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+from ._version import __version__
+from .errors import InputError, PeanutError
+
+DEFAULT_Q = 16
+DEFAULT_STEP = 1
+# q-grams occurring more often than this are left out of P; chosen on GRCh37 chr20, see docs/indexing.md.
+DEFAULT_MASK_THRESHOLD = 1000
+CONTIG_GAP = 1024
+FORMAT_VERSION = 1
+FORMAT_NAME = "peanut-py reference index"
+
+FINE_BITS = 12  # buckets = top FINE_BITS bits of a q-gram value (all of them when 2q < FINE_BITS); 4096
+# write streams scatter faster than 65536 (fewer TLB misses) and still give ~1 M keys per bucket for a human genome
+SORT_GROUP = 1 << 20  # keys per sort: consecutive buckets are sorted together up to about this many
+ROUND_KEYS = 1 << 29  # keys per scatter round (8 bytes each: 4 GiB); bounds the build's memory
+FLUSH_BYTES = 1 << 24  # bytes buffered per dataset before a write to HDF5
+CHUNK = 1 << 20  # HDF5 chunk length in elements of the large datasets
+MAX_GLOBAL = 1 << 32  # global positions are uint32 on the device
+# kmers and starts are sorted, so shuffle + gzip level 1 shrinks them 3x and 40x (chr20); positions and
+# packed gain under 20 % and would load 10x slower, so they stay uncompressed (measurements in FORMAT.md).
+SMALL = dict(compression="gzip", compression_opts=1, shuffle=True)
+
+# sequence letters (already uppercase) to base codes: A0 C1 G2 T3, anything else 4
+_CODE_TABLE = bytes({65: 0, 67: 1, 71: 2, 84: 3}.get(b, 4) for b in range(256))
+_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
+_SHIFTS = (2 * np.arange(16, dtype=np.uint32)).astype(np.uint32)
+
+
+def _round16(n):
+    return (n + 15) // 16 * 16
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _check_params(q, step, mask_threshold):
+    for name, value in (("q", q), ("step", step), ("mask threshold", mask_threshold)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise PeanutError(f"{name} must be an integer, got {value!r}")
+    if not 1 <= q <= 16:
+        raise PeanutError(f"q must be between 1 and 16, got {q}")
+    if step < 1:
+        raise PeanutError(f"step must be at least 1, got {step}")
+    if mask_threshold < 0:
+        raise PeanutError(f"mask threshold must be 0 (no masking) or positive, got {mask_threshold}")
+
+
+def reference_checksum(names, md5s):
+    """Hex MD5 over 'name<TAB>md5<LF>' of every contig in order: identifies the reference an index was built from."""
+    h = hashlib.md5()
+    for name, md5 in zip(names, md5s):
+        h.update(f"{name}\t{md5}\n".encode("utf-8"))
+    return h.hexdigest()
+
+
+def _exception_runs(seq, codes):
+    """Maximal runs of the same non-ACGT letter in one contig: (start, end, letter), contig-local."""
+    idx = np.flatnonzero(codes == 4)
+    if idx.size == 0:
+        e = np.empty(0, dtype=np.int64)
+        return e, e.copy(), np.empty(0, dtype=np.uint8)
+    letters = np.frombuffer(seq, dtype=np.uint8)[idx]
+    brk = np.flatnonzero((np.diff(idx) != 1) | (np.diff(letters) != 0)) + 1
+    first = np.concatenate(([0], brk))
+    last = np.concatenate((brk, [idx.size]))
+    return idx[first].astype(np.int64), idx[last - 1].astype(np.int64) + 1, letters[first]
+
+
+class _Appender:
+    """Grows a 1-D chunked HDF5 dataset by buffered appends."""
+
+    def __init__(self, ds):
+        self.ds = ds
+        self.parts = []
+        self.pending = 0
+        self.size = ds.shape[0]
+
+    def append(self, arr):
+        if arr.size:
+            self.parts.append(arr)
+            self.pending += arr.nbytes
+            if self.pending >= FLUSH_BYTES:
+                self.flush()
+
+    def flush(self):
+        if not self.parts:
+            return
+        data = np.concatenate(self.parts) if len(self.parts) > 1 else self.parts[0]
+        self.ds.resize((self.size + data.size,))
+        self.ds[self.size:] = data
+        self.size += data.size
+        self.parts, self.pending = [], 0
+
+
+def _dataset(group, name, dtype, expected, **extra):
+    """Empty growable dataset; chunks no longer than needed, since HDF5 allocates whole chunks."""
+    chunk = int(max(1, min(CHUNK, expected)))
+    return group.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(chunk,), **extra)
+
+
+def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_threshold=DEFAULT_MASK_THRESHOLD,
+                command_line="", log=None, *, round_keys=ROUND_KEYS):
+    """Build the HDF5 index of a FASTA file (plain or gzip) and return a summary dict.
+
+    out_path defaults to ``<fasta_path>.peanut.h5``. The file is written to a temporary file in the output
+    directory and renamed into place only when complete; on any error (or Ctrl-C) nothing is left behind.
+    ``round_keys`` bounds the scatter buffer (8 bytes per key); tests lower it to exercise several rounds.
+    """
+    _check_params(q, step, mask_threshold)
+    fasta_path = os.fspath(fasta_path)
+    out_path = os.fspath(out_path) if out_path is not None else fasta_path + ".peanut.h5"
+    log = log or (lambda msg: None)
+    if not os.path.exists(fasta_path):
+        raise InputError(fasta_path, "no such file")
+    if os.path.isdir(fasta_path):
+        raise InputError(fasta_path, "is a directory, not a FASTA file")
+    if os.path.isdir(out_path):
+        raise InputError(out_path, "output is a directory; give a file name")
+    if os.path.exists(out_path) and os.path.samefile(out_path, fasta_path):
+        raise InputError(out_path, "output would overwrite the input FASTA")
+    out_dir = os.path.dirname(os.path.abspath(out_path))
+    if not os.path.isdir(out_dir):
+        raise InputError(out_path, f"output directory {out_dir} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out_path) + ".", suffix=".tmp", dir=out_dir)
+    except OSError as e:
+        raise InputError(out_path, f"cannot write to directory {out_dir}: {e.strerror or e}") from None
+    os.close(fd)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; the index should get the usual permissions
+        t0 = time.perf_counter()
+        with h5py.File(tmp, "w") as h5:
+            summary = _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, out_path)
+        try:
+            dfd = os.open(out_dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:
+            pass  # directories cannot be fsynced on every platform; the rename is already atomic
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError) and not isinstance(e, PeanutError):
+            raise InputError(out_path, f"cannot write index: {e.strerror or e}") from None
+        raise
+    seconds = time.perf_counter() - t0
+    summary.update(path=out_path, seconds=seconds, peak_rss_mb=_peak_rss_mb())
+    masking = (f"{summary['positions_masked']:,} masked ({summary['kmers_masked']:,} q-grams occurring "
+               f"> {mask_threshold:,} times)" if mask_threshold else "no masking")
+    log(
+        f"indexed {summary['n_contigs']:,} contigs, {summary['total_bases']:,} bases: "
+        f"{summary['positions_kept']:,} q-gram positions kept, {masking}; "
+        f"{seconds:.1f} s, peak memory {summary['peak_rss_mb']:,.0f} MB -> {out_path}"
+    )
+    return summary
+
+
+def _extension():
+    try:
+        from . import _indexbuild
+    except ImportError as e:
+        raise PeanutError(f"the compiled extension peanut_py._indexbuild is missing ({e}); reinstall peanut-py "
+                          "or run `python setup.py build_ext --inplace` in the source tree") from None
+    return _indexbuild
+
+
+def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys):
+    from .fasta import read_fasta
+
+    _indexbuild = _extension()
+
+    bits = min(FINE_BITS, 2 * q)
+    shift = 2 * q - bits
+    counts = np.zeros(1 << bits, dtype=np.int64)
+
+    # ---- pass 1: parse, pack, record exceptions, count q-grams per bucket
+    names, lengths, offsets, md5s = [], [], [], []
+    contigs = []  # (words, length, offset, exc_start_local, exc_end_local)
+    exc_parts = []
+    seq_end = 0  # end of the last contig (global)
+    last_log = time.perf_counter()
+    for rec in read_fasta(fasta_path):
+        seq = rec.sequence
+        n = len(seq)
+        offset = _round16(seq_end) + CONTIG_GAP
+        if offset + n >= MAX_GLOBAL:
+            raise InputError(fasta_path, "reference too large: padded coordinates exceed 2^32", rec.number)
+        codes = np.frombuffer(seq.translate(_CODE_TABLE), dtype=np.uint8)
+        words = np.zeros((n + 15) // 16, dtype=np.uint32)
+        _indexbuild.pack_codes(codes, words)
+        es, ee, el = _exception_runs(seq, codes)
+        _indexbuild.count_buckets(words, n, es, ee, q, step, shift, counts)
+        names.append(rec.name)
+        lengths.append(n)
+        offsets.append(offset)
+        md5s.append(hashlib.md5(seq).hexdigest())
+        contigs.append((words, n, offset, es, ee))
+        exc_parts.append((es + offset, ee + offset, el))
+        seq_end = offset + n
+        del seq, codes, rec
+        now = time.perf_counter()
+        if n >= 10_000_000 or now - last_log > 10:
+            log(f"read {len(names):,} contigs, {sum(lengths):,} bases (last: {names[-1]}, {n:,} bp)")
+            last_log = now
+
+    total_padded = _round16(seq_end)
+    packed = h5.create_dataset("sequence/packed", shape=(total_padded // 16,), dtype=np.uint32,
+                               chunks=(max(1, min(CHUNK, total_padded // 16)),))
+    for words, n, offset, es, ee in contigs:
+        packed[offset // 16: offset // 16 + words.size] = words
+    exc = h5.create_group("sequence/exceptions")
+    for i, (name, dtype) in enumerate((("start", np.int64), ("end", np.int64), ("letter", np.uint8))):
+        data = np.concatenate([p[i] for p in exc_parts]) if exc_parts else np.empty(0, dtype)
+        exc.create_dataset(name, data=data.astype(dtype), maxshape=(None,), chunks=(max(1, min(CHUNK, data.size)),))
+    g = h5.create_group("contigs")
+    g.create_dataset("names", data=np.array(names, dtype=object), dtype=h5py.string_dtype("utf-8"))
+    g.create_dataset("lengths", data=np.array(lengths, dtype=np.int64))
+    g.create_dataset("offsets", data=np.array(offsets, dtype=np.int64))
+    g.create_dataset("md5", data=np.array(md5s, dtype=object), dtype=h5py.string_dtype("ascii"))
+
+    # ---- pass 2: scatter keys round by round, sort bucket groups, mask, stream P into the file
+    qg = h5.create_group("qgrams")
+    total_keys = int(counts.sum())
+    kmers_out = _Appender(_dataset(qg, "kmers", np.uint32, total_keys, **SMALL))
+    starts_ds = _dataset(qg, "starts", np.int64, total_keys + 1, **SMALL)
+    starts_ds.resize((1,))
+    starts_ds[0] = 0
+    starts_out = _Appender(starts_ds)
+    pos_out = _Appender(_dataset(qg, "positions", np.uint32, total_keys))
+
+    groups = _plan(counts, SORT_GROUP)
+    rounds = _plan_rounds(groups, counts, round_keys)
+    buf = np.empty(max((r[2] for r in rounds), default=0), dtype=np.uint64)
+    kept = masked = kmers_masked = n_kmers = 0
+    for r, (b_lo, b_hi, size, round_groups) in enumerate(rounds):
+        if len(rounds) > 1 or total_keys >= 10_000_000:
+            log(f"sorting q-grams: round {r + 1}/{len(rounds)}, {size:,} of {total_keys:,} positions")
+        bounds = np.zeros(b_hi - b_lo + 1, dtype=np.int64)
+        np.cumsum(counts[b_lo:b_hi], out=bounds[1:])
+        cursor = np.zeros(counts.size, dtype=np.int64)
+        cursor[b_lo:b_hi] = bounds[:-1]
+        for words, n, offset, es, ee in contigs:
+            _indexbuild.scatter_keys(words, n, offset, es, ee, q, step, shift, buf, cursor, b_lo, b_hi)
+        if not np.array_equal(cursor[b_lo:b_hi], bounds[1:]):
+            raise AssertionError("q-gram scatter does not match the bucket counts")
+        for g_lo, g_hi in round_groups:
+            keys = buf[bounds[g_lo - b_lo]:bounds[g_hi - b_lo]]
+            keys.sort()
+            values = (keys >> np.uint64(32)).astype(np.uint32)
+            first = np.flatnonzero(values[1:] != values[:-1]) + 1
+            first = np.concatenate(([0], first))
+            cnt = np.diff(np.append(first, values.size))
+            positions = keys.astype(np.uint32)  # the low 32 bits
+            kv = values[first]
+            if mask_threshold > 0:
+                keep = cnt <= mask_threshold
+                if not keep.all():
+                    kmers_masked += int(keep.size - np.count_nonzero(keep))
+                    masked += int(cnt[~keep].sum())
+                    positions = positions[np.repeat(keep, cnt)]
+                    kv, cnt = kv[keep], cnt[keep]
+            kmers_out.append(kv)
+            starts_out.append(kept + np.cumsum(cnt))
+            pos_out.append(positions)
+            kept += positions.size
+            n_kmers += kv.size
+    del buf
+    for a in (kmers_out, starts_out, pos_out):
+        a.flush()
+
+    checksum = reference_checksum(names, md5s)
+    attrs = dict(
+        format_version=FORMAT_VERSION,
+        q=q,
+        step=step,
+        mask_threshold=mask_threshold,
+        peanut_version=__version__,
+        checksum=checksum,
+        command_line=command_line,
+        source_fasta=os.path.abspath(fasta_path),
+        contig_gap=CONTIG_GAP,
+        n_contigs=len(names),
+        total_bases=int(sum(lengths)),
+        positions_kept=kept,
+        positions_masked=masked,
+        kmers_masked=kmers_masked,
+    )
+    for k, v in attrs.items():
+        h5.attrs[k] = v
+    # Written last: a file cut short before this point is never taken for an index.
+    h5.attrs["format"] = FORMAT_NAME
+    return dict(attrs, n_kmers=n_kmers, total_padded=total_padded,
+                exception_runs=int(sum(p[0].size for p in exc_parts)))
+
+
+def _plan(counts, target):
+    """Split buckets into consecutive groups of about `target` keys (a bigger bucket is a group of its own)."""
+    groups = []
+    lo, acc = 0, 0
+    nz = np.flatnonzero(counts)
+    for b in nz:
+        c = int(counts[b])
+        if acc and acc + c > target:
+            groups.append((lo, int(b)))
+            lo, acc = int(b), 0
+        elif not acc:
+            lo = int(b)
+        acc += c
+    if acc:
+        groups.append((lo, int(nz[-1]) + 1))
+    return groups
+
+
+def _plan_rounds(groups, counts, round_keys):
+    """Pack consecutive sort groups into scatter rounds of at most round_keys keys (at least one group each)."""
+    rounds = []
+    cur, size = [], 0
+    for g_lo, g_hi in groups:
+        c = int(counts[g_lo:g_hi].sum())
+        if cur and size + c > round_keys:
+            rounds.append((cur[0][0], cur[-1][1], size, cur))
+            cur, size = [], 0
+        cur.append((g_lo, g_hi))
+        size += c
+    if cur:
+        rounds.append((cur[0][0], cur[-1][1], size, cur))
+    return rounds
+
+
+class ReferenceIndex:
+    """Read access to an index written by build_index. Large arrays are read on demand, not cached."""
+
+    def __init__(self, path):
+        path = os.fspath(path)
+        self.path = path
+        if not os.path.exists(path):
+            raise InputError(path, "no such file")
+        if os.path.isdir(path):
+            raise InputError(path, "is a directory, not an index file")
+        try:
+            self._h5 = h5py.File(path, "r")
+        except OSError:
+            raise InputError(path, "not a peanut-py index (not an HDF5 file)") from None
+        try:
+            self._load()
+        except BaseException:
+            self._h5.close()
+            raise
+
+    def _load(self):
+        h5, path = self._h5, self.path
+        a = h5.attrs
+        fmt = a.get("format")
+        if isinstance(fmt, bytes):
+            fmt = fmt.decode("utf-8", "replace")
+        if fmt != FORMAT_NAME:
+            raise InputError(path, "not a peanut-py reference index (incomplete, or another HDF5 file)")
+        version = int(a.get("format_version", -1))
+        if version != FORMAT_VERSION:
+            raise InputError(
+                path,
+                f"index format version {version} is not supported by peanut-py {__version__} "
+                f"(reads version {FORMAT_VERSION}); rebuild it with `peanut index`",
+            )
+        for ds in ("contigs/names", "contigs/lengths", "contigs/offsets", "contigs/md5", "sequence/packed",
+                   "sequence/exceptions/start", "sequence/exceptions/end", "sequence/exceptions/letter",
+                   "qgrams/kmers", "qgrams/starts", "qgrams/positions"):
+            if ds not in h5:
+                raise InputError(path, f"damaged index: dataset /{ds} is missing")
+        self.q = int(a["q"])
+        self.step = int(a["step"])
+        self.mask_threshold = int(a["mask_threshold"])
+        self.checksum = str(a["checksum"])
+        self.attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in a.items()}
+        self.names = list(h5["contigs/names"].asstr()[:])
+        self.lengths = h5["contigs/lengths"][:].astype(np.int64)
+        self.offsets = h5["contigs/offsets"][:].astype(np.int64)
+        self.md5s = list(h5["contigs/md5"].asstr()[:])
+        self.total_padded = int(h5["sequence/packed"].shape[0]) * 16
+        self._exc = None
+
+    # ---- context manager
+    def close(self):
+        if getattr(self, "_h5", None) is not None:
+            self._h5.close()
+            self._h5 = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"ReferenceIndex({self.path!r})"
+
+    # ---- whole arrays
+    def _read(self, name):
+        ds = self._h5[name]
+        return ds[...] if ds.shape[0] else np.empty(0, dtype=ds.dtype)
+
+    def packed(self):
+        return self._read("sequence/packed").astype(np.uint32, copy=False)
+
+    def exceptions(self):
+        if self._exc is None:
+            self._exc = (
+                self._read("sequence/exceptions/start").astype(np.int64, copy=False),
+                self._read("sequence/exceptions/end").astype(np.int64, copy=False),
+                self._read("sequence/exceptions/letter").astype(np.uint8, copy=False),
+            )
+        return self._exc
+
+    def ambiguity_bitmap(self):
+        """uint32 words, bit g & 31 of word g >> 5 set for every non-ACGT reference base (docs/architecture.md)."""
+        bits = np.zeros((self.total_padded + 31) // 32, dtype=np.uint32)
+        s, e, _ = self.exceptions()
+        _extension().fill_bitmap(s, e, bits)
+        return bits
+
+    def kmers(self):
+        return self._read("qgrams/kmers").astype(np.uint32, copy=False)
+
+    def kmer_starts(self):
+        return self._read("qgrams/starts").astype(np.int64, copy=False)
+
+    def positions(self):
+        return self._read("qgrams/positions").astype(np.uint32, copy=False)
+
+    # ---- coordinates and sequence
+    def contig_of(self, global_positions):
+        """Index of the last contig starting at or before each position (-1 before the first contig).
+
+        A position in the gap after contig i maps to i; compare with offsets + lengths to exclude gaps."""
+        g = np.asarray(global_positions, dtype=np.int64)
+        return (np.searchsorted(self.offsets, g, side="right") - 1).astype(np.intp)
+
+    def contig_index(self, name):
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise PeanutError(f"{self.path}: no contig named {name!r}") from None
+
+    @staticmethod
+    def _cover(lo, hi, starts, ends):
+        """Boolean mask over [lo, hi) of positions inside any of the (disjoint) intervals [starts, ends)."""
+        n = hi - lo
+        d = np.zeros(n + 1, dtype=np.int32)
+        s = np.clip(starts - lo, 0, n)
+        e = np.clip(ends - lo, 0, n)
+        np.add.at(d, s, 1)
+        np.add.at(d, e, -1)
+        return np.cumsum(d[:-1]) > 0
+
+    def codes(self, global_start, global_end):
+        """Base codes 0..3 of [global_start, global_end); 4 for non-ACGT bases and for gaps between contigs."""
+        lo, hi = int(global_start), int(global_end)
+        if lo < 0 or hi < lo:
+            raise PeanutError(f"{self.path}: bad global range [{lo}, {hi})")
+        out = np.full(hi - lo, 4, dtype=np.uint8)
+        top = min(hi, self.total_padded)
+        if top <= lo:
+            return out
+        w0, w1 = lo >> 4, (top + 15) >> 4
+        words = self._h5["sequence/packed"][w0:w1].astype(np.uint32)
+        bases = ((words[:, None] >> _SHIFTS[None, :]) & 3).astype(np.uint8).ravel()
+        bases = bases[lo - 16 * w0: top - 16 * w0]
+        ends = self.offsets + self.lengths
+        i0 = np.searchsorted(ends, lo, side="right")
+        i1 = np.searchsorted(self.offsets, top, side="left")
+        inside = self._cover(lo, top, self.offsets[i0:i1], ends[i0:i1])
+        s, e, _ = self.exceptions()
+        j0 = np.searchsorted(e, lo, side="right")
+        j1 = np.searchsorted(s, top, side="left")
+        inside &= ~self._cover(lo, top, s[j0:j1], e[j0:j1])
+        out[: top - lo][inside] = bases[inside]
+        return out
+
+    def fetch(self, contig_index, start, end):
+        """Uppercase sequence of contig `contig_index`, local [start, end), with the FASTA's non-ACGT letters."""
+        i = int(contig_index)
+        if not 0 <= i < len(self.names):
+            raise PeanutError(f"{self.path}: no contig number {i} (index has {len(self.names)})")
+        n = int(self.lengths[i])
+        start, end = int(start), int(end)
+        if not 0 <= start <= end <= n:
+            raise PeanutError(f"{self.path}: range [{start}, {end}) outside contig {self.names[i]!r} of length {n}")
+        lo, hi = int(self.offsets[i]) + start, int(self.offsets[i]) + end
+        letters = _LETTERS[self.codes(lo, hi)]
+        s, e, l = self.exceptions()
+        j0 = np.searchsorted(e, lo, side="right")
+        j1 = np.searchsorted(s, hi, side="left")
+        if j1 > j0:
+            # runs are disjoint, so a difference array of letter values paints each run with its letter
+            d = np.zeros(hi - lo + 1, dtype=np.int32)
+            np.add.at(d, np.clip(s[j0:j1] - lo, 0, hi - lo), l[j0:j1].astype(np.int32))
+            np.add.at(d, np.clip(e[j0:j1] - lo, 0, hi - lo), -l[j0:j1].astype(np.int32))
+            paint = np.cumsum(d[:-1])
+            letters = np.where(paint > 0, paint, letters).astype(np.uint8)
+        return letters.tobytes().decode("ascii")
+
+    def describe(self):
+        a = self.attrs
+        n_kmers = self._h5["qgrams/kmers"].shape[0]
+        s, e, _ = self.exceptions()
+        non_acgt = int((e - s).sum())
+        size = os.path.getsize(self.path)
+        lines = [
+            f"peanut-py reference index {self.path}",
+            f"  format version     {a.get('format_version')} (written by peanut-py {a.get('peanut_version')})",
+            f"  source FASTA       {a.get('source_fasta')}",
+            f"  command line       {a.get('command_line') or '-'}",
+            f"  checksum           {self.checksum}",
+            f"  contigs            {len(self.names):,}",
+            f"  bases              {int(self.lengths.sum()):,} ({non_acgt:,} non-ACGT in {s.size:,} runs)",
+            f"  padded length      {self.total_padded:,} (contig gap {a.get('contig_gap')})",
+            f"  q / step           {self.q} / {self.step}",
+            f"  mask threshold     {self.mask_threshold}" + ("  (no masking)" if self.mask_threshold == 0 else ""),
+            f"  q-gram positions   {int(a.get('positions_kept', 0)):,} kept, {int(a.get('positions_masked', 0)):,} masked",
+            f"  distinct q-grams   {n_kmers:,} kept, {int(a.get('kmers_masked', 0)):,} masked",
+            f"  file size          {size / 1e6:,.1f} MB",
+        ]
+        show = 10
+        width = max(len(n) for n in self.names[:show]) if self.names else 0
+        for i, name in enumerate(self.names[:show]):
+            lines.append(f"    {name:<{width}}  {int(self.lengths[i]):>13,} bp  md5 {self.md5s[i]}")
+        if len(self.names) > show:
+            lines.append(f"    ... and {len(self.names) - show:,} more contigs")
+        return "\n".join(lines)
