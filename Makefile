@@ -30,6 +30,8 @@ demo: install
 	$(BIN)/peanut devices
 	$(BIN)/peanut index $(EXAMPLE)/chr20_slice.fa.gz -o $(DEMO)/chr20_slice.peanut.h5
 	$(BIN)/peanut info $(DEMO)/chr20_slice.peanut.h5
+	$(BIN)/peanut map -t 2 $(DEMO)/chr20_slice.peanut.h5 $(EXAMPLE)/NA12878_chr20_slice_2000pairs_R1.fastq.gz -o $(DEMO)/demo.sam
+	$(PY) $(EXAMPLE)/summarize.py $(DEMO)/demo.sam $(EXAMPLE)/original_positions.tsv.gz
 
 test: install
 	$(BIN)/pytest tests

@@ -1,0 +1,178 @@
+// q-group index over a read buffer (PEANUT, Algorithm 1).
+//
+// Defines: Q (q-gram length, 4..16), SAMPLE_S (1: S holds only even groups, odd groups add one popcount).
+// The text holds, per read strand rs = 2*read + strand, its bases (0..3, 4 = N) back to back; rs_start has
+// n_rs + 1 entries and pos_rs maps every text position to its read strand.  A q-gram at text position t is
+// indexed when it lies inside one read strand and contains no code 4.
+
+// ---- lookup helpers, shared with filter.cl (which includes this file with QGROUP_LOOKUP_ONLY) ----
+
+#ifndef SAMPLE_S
+#define SAMPLE_S 0
+#endif
+
+// S[i] of the paper.  With SAMPLE_S only even groups are stored; an odd group adds the popcount of its
+// even neighbour, which lies in the same cache line of I.
+inline uint group_start(__global const uint *I, __global const uint *S, uint i)
+{
+#if SAMPLE_S
+    uint s = S[i >> 1];
+    if (i & 1u) s += popcount(I[i - 1]);
+    return s;
+#else
+    return S[i];
+#endif
+}
+
+// Slot of q-gram g in S' (S[i] + j' in the paper); only meaningful when bit j of I[i] is set.
+inline uint qgram_slot(__global const uint *I, __global const uint *S, uint g)
+{
+    uint i = g >> 5, j = g & 31u;
+    return group_start(I, S, i) + popcount(I[i] & ((1u << j) - 1u));
+}
+
+// INDEXPAIR(g): occurrences of g are O[*k_start .. *k_end).  An absent q-gram gives an empty range.
+inline void index_pair(__global const uint *I, __global const uint *S, __global const uint *Sp, uint g,
+                       uint *k_start, uint *k_end)
+{
+    uint i = g >> 5, j = g & 31u;
+    uint word = I[i];
+    if (!((word >> j) & 1u)) { *k_start = 0; *k_end = 0; return; }
+    uint slot = group_start(I, S, i) + popcount(word & ((1u << j) - 1u));
+    *k_start = Sp[slot];
+    *k_end = Sp[slot + 1];
+}
+
+#ifndef QGROUP_LOOKUP_ONLY
+
+// q-gram value at text position t (first base in the high bits); false when it leaves its read strand
+// or contains an N.
+inline bool text_qgram(__global const uchar *text, __global const uint *pos_rs,
+                       __global const uint *rs_start, uint t, uint *g)
+{
+    if (t + Q > rs_start[pos_rs[t] + 1]) return false;
+    uint v = 0;
+    for (uint k = 0; k < Q; ++k) {
+        uchar c = text[t + k];
+        if (c > 3) return false;
+        v = (v << 2) | c;
+    }
+    *g = v;
+    return true;
+}
+
+// Largest rs with rs_start[rs] <= t; empty read strands share their start with the next one, so this is
+// the strand that contains t.
+inline uint strand_of(__global const uint *rs_start, uint n_rs, uint t)
+{
+    uint lo = 0, hi = n_rs;
+    while (hi - lo > 1) {
+        uint mid = lo + (hi - lo) / 2;
+        if (rs_start[mid] <= t) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+// Text = forward read then its reverse complement, for every read; built on the device so only the
+// forward codes (1 byte per base) cross the bus.  rs_start[2r] = 2*offsets[r], so the read's codes start
+// at rs_start[2r] / 2.
+__kernel void build_text(__global const uchar *codes, __global const uint *rs_start, const uint n_rs,
+                         const uint n_text, __global uchar *text, __global uint *pos_rs)
+{
+    uint t = get_global_id(0);
+    if (t >= n_text) return;
+    uint rs = strand_of(rs_start, n_rs, t);
+    uint fwd = rs & ~1u;
+    uint len = (rs_start[fwd + 2] - rs_start[fwd]) >> 1;
+    uint src = rs_start[fwd] >> 1;
+    uint k = t - rs_start[rs];
+    uchar c;
+    if (rs & 1u) {
+        c = min(codes[src + len - 1 - k], (uchar)4);
+        c = c < 4 ? (uchar)(3 - c) : (uchar)4;
+    } else {
+        c = min(codes[src + k], (uchar)4);
+    }
+    text[t] = c;
+    pos_rs[t] = rs;
+}
+
+// Algorithm 1, lines 2-4: set bit j of group i for every q-gram of the text.
+__kernel void mark_groups(__global const uchar *text, __global const uint *pos_rs,
+                          __global const uint *rs_start, const uint n_text, __global uint *I)
+{
+    uint t = get_global_id(0);
+    if (t >= n_text) return;
+    uint g;
+    if (!text_qgram(text, pos_rs, rs_start, t, &g)) return;
+    atomic_or(&I[g >> 5], 1u << (g & 31u));
+}
+
+// Algorithm 1, lines 10-13: occurrences per distinct q-gram (slot S[i] + j').
+__kernel void count_occurrences(__global const uchar *text, __global const uint *pos_rs,
+                                __global const uint *rs_start, const uint n_text,
+                                __global const uint *I, __global const uint *S, __global uint *counts)
+{
+    uint t = get_global_id(0);
+    if (t >= n_text) return;
+    uint g;
+    if (!text_qgram(text, pos_rs, rs_start, t, &g)) return;
+    atomic_inc(&counts[qgram_slot(I, S, g)]);
+}
+
+// Algorithm 1, lines 16-20: scatter positions through a per-slot cursor (a copy of S').  The order inside
+// a slot depends on scheduling; sort_occurrences makes it ascending afterwards.
+__kernel void fill_occurrences(__global const uchar *text, __global const uint *pos_rs,
+                               __global const uint *rs_start, const uint n_text,
+                               __global const uint *I, __global const uint *S, __global uint *cursor,
+                               __global uint *O)
+{
+    uint t = get_global_id(0);
+    if (t >= n_text) return;
+    uint g;
+    if (!text_qgram(text, pos_rs, rs_start, t, &g)) return;
+    O[atomic_inc(&cursor[qgram_slot(I, S, g)])] = t;
+}
+
+inline void sift_down(__global uint *a, uint root, uint n)
+{
+    uint v = a[root];
+    for (;;) {
+        uint child = 2 * root + 1;
+        if (child >= n) break;
+        if (child + 1 < n && a[child + 1] > a[child]) ++child;
+        if (a[child] <= v) break;
+        a[root] = a[child];
+        root = child;
+    }
+    a[root] = v;
+}
+
+// One work-item per distinct q-gram: sort its occurrences ascending, so O does not depend on the order in
+// which fill_occurrences' atomics were served.  That order is mostly ascending already (work-items are
+// scheduled roughly in id order), so insertion sort runs first with a budget of element moves; if the slot
+// turns out to be badly out of order (budget spent), heapsort (in place, O(n log n)) finishes it.  Slots of
+// up to 32 entries always complete by insertion.
+__kernel void sort_occurrences(__global const uint *Sp, const uint n_slots, __global uint *O)
+{
+    uint s = get_global_id(0);
+    if (s >= n_slots) return;
+    uint lo = Sp[s], n = Sp[s + 1] - lo;
+    __global uint *a = O + lo;
+    ulong budget = 8 * (ulong)n + 512, moves = 0;
+    for (uint x = 1; x < n; ++x) {
+        uint v = a[x], y = x;
+        while (y > 0 && a[y - 1] > v && moves < budget) { a[y] = a[y - 1]; --y; ++moves; }
+        a[y] = v;  // fills the hole even when the budget stopped the shifting: still a permutation
+        if (moves >= budget) {
+            for (uint r = n / 2; r-- > 0;) sift_down(a, r, n);
+            for (uint end = n - 1; end > 0; --end) {
+                uint t = a[0]; a[0] = a[end]; a[end] = t;
+                sift_down(a, 0, end);
+            }
+            return;
+        }
+    }
+}
+
+#endif  // QGROUP_LOOKUP_ONLY

@@ -1,0 +1,52 @@
+"""The device stage of one read buffer: q-group index, filtration, validation (PEANUT sections 2.2, 3.2, 3.3)."""
+import time
+from dataclasses import dataclass, field
+
+from .filtration import filter_reference
+from .qgroup import QGroupIndex, ReadBuffer
+from .validation import validate_hits
+
+
+@dataclass
+class DeviceResult:
+    """Validated hits of one batch on the host, grouped by read-strand id (``rs = 2 * read + strand``)."""
+
+    rs: object
+    ref_start: object
+    ref_end: object
+    dist: object
+    raw_hits: int = 0
+    candidates: int = 0
+    seconds: dict = field(default_factory=dict)
+
+
+class MappingCore:
+    """Runs the three device steps for a batch of reads against a reference resident on the device."""
+
+    def __init__(self, device, resident, min_identity=0.8, collapse_gap=None):
+        self.device = device
+        self.resident = resident
+        self.min_identity = min_identity
+        self.collapse_gap = collapse_gap
+
+    def map_batch(self, codes, offsets):
+        """``codes``/``offsets``: the batch's forward reads (see ReadBatch). Returns a DeviceResult."""
+        t0 = time.perf_counter()
+        buffer = ReadBuffer(self.device, codes, offsets)
+        index = QGroupIndex(self.device, buffer, self.resident.q)
+        t1 = time.perf_counter()
+        kwargs = {} if self.collapse_gap is None else {"collapse_gap": self.collapse_gap}
+        candidates = filter_reference(self.device, self.resident, index, buffer, **kwargs)
+        t2 = time.perf_counter()
+        hits = validate_hits(self.device, self.resident, buffer, candidates, min_identity=self.min_identity)
+        host = hits.to_host()
+        t3 = time.perf_counter()
+        return DeviceResult(
+            rs=host["rs"],
+            ref_start=host["ref_start"],
+            ref_end=host["ref_end"],
+            dist=host["dist"],
+            raw_hits=int(getattr(candidates, "raw_hits", 0)),
+            candidates=int(candidates.n),
+            seconds={"index": t1 - t0, "filter": t2 - t1, "validate": t3 - t2},
+        )

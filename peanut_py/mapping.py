@@ -1,0 +1,106 @@
+"""`peanut map`: wires the index, the device, the pipeline and the SAM writer together."""
+import os
+import time
+
+
+from . import reads as readsmod
+from . import sam
+from .core import MappingCore
+from .device import Device
+from .errors import PeanutError
+from .pipeline import StageTimes, run_pipeline
+from .qgroup import reads_per_buffer
+from .reference import ReferenceIndex, reference_checksum
+from .report import Postprocessor
+from .resident import ResidentReference
+
+# chunks per batch and thread: enough to balance the pool, few enough to keep per-chunk overhead small
+CHUNKS_PER_THREAD = 4
+
+
+def open_index(path):
+    if not os.path.exists(path):
+        raise PeanutError(f"{path}: no such index file (build one with `peanut index REF.fa`)")
+    index = ReferenceIndex(path)
+    if reference_checksum(index.names, index.md5s) != index.checksum:
+        raise PeanutError(f"{path}: the index's checksum does not match its sequences; rebuild it with `peanut index`")
+    return index
+
+
+def check_reference(index, fasta_path, index_path):
+    """Refuse an index built from another FASTA than ``fasta_path`` (compares per-contig MD5s)."""
+    import hashlib
+
+    from .fasta import read_fasta
+
+    names, md5s = [], []
+    for record in read_fasta(fasta_path):
+        names.append(record.name)
+        md5s.append(hashlib.md5(record.sequence).hexdigest())
+    if reference_checksum(names, md5s) != index.checksum:
+        raise PeanutError(f"{index_path}: this index was not built from {fasta_path} (sequence checksums differ)")
+
+
+def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=None, batch_size=None,
+              read_group=None, reference=None, command_line=None, log=None, memory_cap=None):
+    """Map single-end reads; returns a summary dict. SAM/BAM goes to ``output`` (None = stdout)."""
+    t_start = time.perf_counter()
+    index = open_index(index_path)
+    if reference is not None:
+        check_reference(index, reference, index_path)
+    rg_line, rg_id = sam.parse_read_group(read_group) if read_group else (None, None)
+    opts.read_group_id = rg_id
+    device = Device(device_spec, memory_cap=memory_cap)
+    t0 = time.perf_counter()
+    resident = ResidentReference.from_index(device, index)
+    genome = index.codes(0, int(index.offsets[-1] + index.lengths[-1]))
+    upload = time.perf_counter() - t0
+    if log:
+        log(f"device: {device.name}; reference resident on the device ({upload:.1f} s to load and upload)")
+    if batch_size is None:
+        batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes)
+    core = MappingCore(device, resident, min_identity=opts.min_identity)
+    post = Postprocessor(index, genome, opts)
+    header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
+                            program_command_line=command_line)
+
+    stats = {"raw_hits": 0, "candidates": 0}
+
+    def device_step(batch):
+        result = core.map_batch(batch.codes, batch.offsets)
+        stats["raw_hits"] += result.raw_hits
+        stats["candidates"] += result.candidates
+        return result
+
+    def post_steps(batch, result):
+        return post.chunk_steps(batch, result, max(1, threads) * CHUNKS_PER_THREAD)
+
+    times = StageTimes()
+    batches = readsmod.read_batches(reads_path, max_reads=batch_size)
+    with sam.open_output(output, header, threads=threads) as out:
+        n_reads, _ = run_pipeline(batches, device_step, post_steps, out.write, threads=threads, log=log, times=times)
+    wall = time.perf_counter() - t_start
+    mapped = times.counts.get("mapped", 0)
+    summary = {
+        "reads": n_reads,
+        "mapped": mapped,
+        "unmapped": n_reads - mapped,
+        "multi": times.counts.get("multi", 0),
+        "seconds": wall,
+        "stages": dict(times.seconds),
+        "candidates_per_read": stats["candidates"] / max(n_reads, 1),
+        "raw_hits_per_read": stats["raw_hits"] / max(n_reads, 1),
+    }
+    if log:
+        pct = 100.0 * mapped / max(n_reads, 1)
+        stage_text = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(times.seconds.items()))
+        log(
+            f"{n_reads:,} reads in, {mapped:,} mapped ({pct:.2f} %), {n_reads - mapped:,} unmapped, "
+            f"{summary['multi']:,} multi-mapped; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s)"
+        )
+        log(f"stage seconds (summed over threads): {stage_text}")
+    index.close()
+    return summary
+
+
+__all__ = ["map_reads"]

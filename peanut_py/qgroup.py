@@ -1,0 +1,258 @@
+"""The read buffer on the device and its q-group index (PEANUT, Section 2.2, Algorithm 1).
+
+A :class:`ReadBuffer` holds every read twice, forward then reverse complement (read strand
+``rs = 2 * read + strand``), in one text.  A :class:`QGroupIndex` indexes every overlapping q-gram of that
+text with the four arrays of the paper: ``I`` (one bit per possible q-gram, w = 32 per word), ``S``
+(exclusive prefix sum of popcount(I)), ``Sp`` (S', exclusive prefix sum of the occurrence counts of the
+distinct q-grams, with one closing entry) and ``O`` (text positions, grouped by q-gram in numeric order and
+ascending within a q-gram).
+"""
+import time
+import types
+import weakref
+from collections import namedtuple
+
+import numpy as np
+
+from .errors import PeanutError
+
+MAX_READ_LENGTH = 1024
+W = 32  # bits per word of I (the paper's w)
+# Text positions index pyopencl scans and RadixSorts whose index type is int32.
+MAX_TEXT = (1 << 31) - 1
+
+QGroupHost = namedtuple("QGroupHost", "I S S_prime O")
+
+_scan_cache = weakref.WeakKeyDictionary()
+
+
+def _scans(device, sample_s):
+    """Prefix-sum kernels of Algorithm 1, compiled once per device."""
+    from pyopencl.scan import GenericScanKernel
+
+    per_device = _scan_cache.setdefault(device, {})
+    key = ("S", bool(sample_s))
+    if key not in per_device:
+        # Sampled, S holds the prefix sum at even groups only: scan over pairs of groups read as one ulong,
+        # half as many elements as groups.
+        word = "ulong" if sample_s else "uint"
+        per_device[key] = GenericScanKernel(
+            device.context, np.uint32,
+            arguments=f"__global const {word} *I, __global uint *S, __global uint *total",
+            input_expr="popcount(I[i])", scan_expr="a + b", neutral="0",
+            output_statement="S[i] = prev_item; if (i == N - 1) total[0] = item;",
+        )
+    if "Sp" not in per_device:
+        # S' and the fill cursor start out equal; writing both saves a copy.
+        per_device["Sp"] = GenericScanKernel(
+            device.context, np.uint32,
+            arguments="__global const uint *counts, __global uint *Sp, __global uint *cursor",
+            input_expr="counts[i]", scan_expr="a + b", neutral="0",
+            output_statement="Sp[i] = prev_item; cursor[i] = prev_item;",
+        )
+    return per_device[key], per_device["Sp"]
+
+
+_kernel_cache = weakref.WeakKeyDictionary()
+
+
+def kernels(device, name, **defines):
+    """Kernel objects of ``kernels/<name>.cl``, created once per (device, defines) and reused.
+
+    A kernel object carries its arguments, so one should be launched from one thread at a time."""
+    per_device = _kernel_cache.setdefault(device, {})
+    key = (name, tuple(sorted(defines.items())))
+    if key not in per_device:
+        prg = device.program(name, **defines)
+        per_device[key] = types.SimpleNamespace(**{k.function_name: k for k in prg.all_kernels()})
+    return per_device[key]
+
+
+class StepTimer:
+    """Wall time per step when ``profile`` is set (the queue is drained after each step); else a no-op."""
+
+    def __init__(self, queue, enabled):
+        self.queue, self.enabled, self.times = queue, enabled, {}
+        self._t = time.perf_counter()
+
+    def __call__(self, step):
+        if self.enabled:
+            self.queue.finish()
+            now = time.perf_counter()
+            self.times[step] = self.times.get(step, 0.0) + now - self._t
+            self._t = now
+
+
+def _empty(device, n, dtype):
+    import pyopencl.array as cla
+
+    # Zero-length buffers are not valid kernel arguments; keep one element.
+    return cla.empty(device.queue, max(int(n), 1), dtype, allocator=device.pool)
+
+
+def _zeros(device, n, dtype):
+    import pyopencl as cl
+
+    a = _empty(device, n, dtype)
+    cl.enqueue_fill_buffer(device.queue, a.data, np.zeros(1, dtype), 0, a.nbytes)
+    return a
+
+
+class ReadBuffer:
+    """Reads on the device: ``text`` (uint8, forward then reverse complement per read), ``rs_start``
+    (uint32, n_rs + 1), ``pos_rs`` (uint32, read strand of every text position).
+
+    ``codes`` is the uint8 concatenation of the forward reads (0..3, anything else is N), ``offsets`` the
+    int64 read boundaries (n_reads + 1).
+    """
+
+    def __init__(self, device, codes, offsets):
+        import pyopencl.array as cla
+
+        codes = np.ascontiguousarray(codes, dtype=np.uint8)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if offsets.ndim != 1 or len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != len(codes):
+            raise PeanutError("read buffer: offsets must start at 0 and end at len(codes)")
+        lengths = np.diff(offsets)
+        if len(lengths) and (lengths.min() < 0 or lengths.max() > MAX_READ_LENGTH):
+            raise PeanutError(f"read buffer: read lengths must lie in 0..{MAX_READ_LENGTH}")
+        if 2 * len(codes) > MAX_TEXT:
+            raise PeanutError(f"read buffer: {len(codes)} bases exceed the {MAX_TEXT // 2} a buffer can hold")
+        self.device = device
+        self.n_reads = len(lengths)
+        self.n_rs = 2 * self.n_reads
+        self.max_len = int(lengths.max()) if len(lengths) else 0
+        self.n_text = 2 * len(codes)
+        rs_start = np.empty(self.n_rs + 1, dtype=np.uint32)
+        rs_start[0:-1:2] = 2 * offsets[:-1]
+        rs_start[1::2] = 2 * offsets[:-1] + lengths
+        rs_start[-1] = self.n_text
+        self.rs_start_host = rs_start
+        self.rs_start = cla.to_device(device.queue, rs_start, allocator=device.pool)
+        self.text = _empty(device, self.n_text, np.uint8)
+        self.pos_rs = _empty(device, self.n_text, np.uint32)
+        if self.n_text:
+            d_codes = cla.to_device(device.queue, codes, allocator=device.pool)
+            knl = kernels(device, "qgroup", Q=4)  # build_text does not depend on Q
+            device.launch(knl.build_text, self.n_text, d_codes.data, self.rs_start.data, np.uint32(self.n_rs),
+                          np.uint32(self.n_text), self.text.data, self.pos_rs.data)
+            d_codes.finish()
+            del d_codes
+
+    @property
+    def device_bytes(self):
+        return self.text.nbytes + self.pos_rs.nbytes + self.rs_start.nbytes
+
+    def to_host(self):
+        return {"text": self.text.get()[: self.n_text], "rs_start": self.rs_start.get(),
+                "pos_rs": self.pos_rs.get()[: self.n_text]}
+
+
+class QGroupIndex:
+    """The q-group index (I, S, S', O) of a :class:`ReadBuffer`, built on the device (Algorithm 1).
+
+    ``sample_s`` stores S only for even groups (the paper's sampling): I + S then take 1.5 bits per
+    possible q-gram instead of 2, at the cost of one popcount per lookup in an odd group.
+    Attributes: ``I``, ``S``, ``Sp`` (device uint32 arrays), ``O`` (uint32 text positions), ``q``,
+    ``sample_s``, ``n_groups``, ``n_distinct`` (distinct q-grams), ``n_occurrences`` (len of O).
+    With ``profile`` the queue is drained after every step and ``timings`` holds seconds per step.
+    """
+
+    def __init__(self, device, read_buffer, q, sample_s=True, profile=False):
+        q = int(q)
+        if not 4 <= q <= 16:
+            raise PeanutError(f"q-gram length {q} is outside 4..16")
+        self.device, self.read_buffer, self.q, self.sample_s = device, read_buffer, q, bool(sample_s)
+        self.n_groups = 4**q // W
+        need = index_fixed_bytes(q, sample_s)
+        if self.n_groups * 4 > device.max_alloc or need > device.global_mem:
+            raise PeanutError(
+                f"q={q}: the q-group index needs {need / 2**20:.0f} MiB (I alone {self.n_groups * 4 / 2**20:.0f} MiB), "
+                f"more than this device offers ({device.max_alloc / 2**20:.0f} MiB per allocation); use a smaller q"
+            )
+        knl = kernels(device, "qgroup", Q=q, SAMPLE_S=int(self.sample_s))
+        scan_S, scan_Sp = _scans(device, self.sample_s)
+        rb = read_buffer
+        text_args = (rb.text.data, rb.pos_rs.data, rb.rs_start.data, np.uint32(rb.n_text))
+        step = StepTimer(device.queue, profile)
+
+        # Lines 1-4: one bit per present q-gram.
+        self.I = _zeros(device, self.n_groups, np.uint32)
+        step("zero I")
+        device.launch(knl.mark_groups, rb.n_text, *text_args, self.I.data)
+        step("mark I")
+
+        # Lines 5-8: S = exclusive prefix sum of popcount(I); its total is the number of distinct q-grams.
+        self.S = _empty(device, (self.n_groups + 1) // 2 if self.sample_s else self.n_groups, np.uint32)
+        total = _empty(device, 1, np.uint32)
+        scan_S(self.I.view(np.uint64) if self.sample_s else self.I, self.S, total, queue=device.queue)
+        self.n_distinct = int(total.get()[0])
+        step("scan S")
+
+        # Lines 9-14: occurrences per distinct q-gram, then S' by a prefix sum (with a closing entry).
+        counts = _zeros(device, self.n_distinct + 1, np.uint32)
+        device.launch(knl.count_occurrences, rb.n_text, *text_args, self.I.data, self.S.data, counts.data)
+        step("count")
+        self.Sp = _empty(device, self.n_distinct + 1, np.uint32)
+        cursor = _empty(device, self.n_distinct + 1, np.uint32)
+        scan_Sp(counts, self.Sp, cursor, size=self.n_distinct + 1, queue=device.queue)
+        del counts
+        self.n_occurrences = int(self.Sp[self.n_distinct : self.n_distinct + 1].get()[0])
+        step("scan S'")
+
+        # Lines 15-20, then each q-gram's positions sorted so that O is deterministic.
+        self.O = _empty(device, self.n_occurrences, np.uint32)
+        device.launch(knl.fill_occurrences, rb.n_text, *text_args, self.I.data, self.S.data, cursor.data,
+                      self.O.data)
+        step("fill O")
+        device.launch(knl.sort_occurrences, self.n_distinct, self.Sp.data, np.uint32(self.n_distinct), self.O.data)
+        step("sort O")
+        del cursor
+        self.timings = step.times
+
+    @property
+    def device_bytes(self):
+        return self.I.nbytes + self.S.nbytes + self.Sp.nbytes + self.O.nbytes
+
+    def to_host(self):
+        """(I, S, S', O) as NumPy arrays; S is the sampled array when ``sample_s``."""
+        return QGroupHost(self.I.get(), self.S.get(), self.Sp.get()[: self.n_distinct + 1],
+                          self.O.get()[: self.n_occurrences])
+
+
+def index_fixed_bytes(q, sample_s=True):
+    """Device bytes of a q-group index that depend on q only, at the peak of its build: I (4^q / 8 bytes), S
+    (half or all of that again) and the scratch of pyopencl's scan while S is computed (as large as S)."""
+    i_bytes = 4**q // 8
+    s_bytes = i_bytes // 2 if sample_s else i_bytes
+    return i_bytes + 2 * s_bytes
+
+
+# Device bytes per read base while a buffer is built (see docs/core.md, "buffer sizing"): codes 1, text 2,
+# pos_rs 8, O 8, and per distinct q-gram (at most one per text position, 2 per base) 4 bytes each of counts,
+# S', the fill cursor and the S' scan's scratch: 32.
+BUILD_BYTES_PER_BASE = 51
+READ_SHARE = 0.5  # of the memory left after the reference and I + S; the rest is for hits and validation
+USABLE = 0.75  # of global memory: drivers, fragmentation and the pool's slack take the rest
+
+
+def reads_per_buffer(device, mean_read_length, q=16, sample_s=True, reserved_bytes=0, max_reads=None):
+    """How many reads of ``mean_read_length`` one buffer should hold on ``device``.
+
+    ``reserved_bytes`` is what is already resident (``ResidentReference.device_bytes``).  The caller may cap
+    the result with ``max_reads``.  Raises PeanutError when not even one read fits.
+    """
+    mean = max(1.0, float(mean_read_length))
+    free = USABLE * device.global_mem - reserved_bytes - index_fixed_bytes(q, sample_s)
+    per_read = BUILD_BYTES_PER_BASE * mean + 8
+    n = int(READ_SHARE * free // per_read)
+    # Single allocations (pos_rs, O: 8 bytes per read base) and the int32 index of the scans.
+    n = min(n, int(device.max_alloc // (8 * mean)), int(MAX_TEXT // (2 * mean)))
+    if max_reads is not None:
+        n = min(n, int(max_reads))
+    if n < 1:
+        raise PeanutError(
+            f"device {device.name} has too little memory for q={q} with {reserved_bytes / 2**20:.0f} MiB of "
+            "reference resident; use a smaller q"
+        )
+    return n

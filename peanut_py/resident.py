@@ -1,0 +1,162 @@
+"""The reference on the device, uploaded once per run (see docs/core.md, "resident reference").
+
+The packed sequence, the ambiguity bitmap and the contig table always stay resident: validation reads them
+for every candidate.  The q-gram table (kmers, CSR starts, positions) is resident too when it fits the
+device's share for it; otherwise it stays on the host and filtration streams it in chunks of consecutive
+kmers, one chunk at a time into reused device buffers.  Both modes hand filtration the same
+:class:`QGramChunk` views, so the hits, and hence the candidates, are identical.
+"""
+from collections import namedtuple
+
+import numpy as np
+
+from .errors import PeanutError
+from .qgroup import USABLE, index_fixed_bytes
+
+# "room" = usable device memory minus the sequence and the fixed part (I + S) of a q-group index.
+# The q-gram table stays resident when it takes at most this share of the room; the rest is for the read
+# buffer, its O and S', the hits and validation.
+RESIDENT_SHARE = 0.5
+# Share of the room for one streamed chunk of the q-gram table.
+CHUNK_SHARE = 0.125
+
+# One chunk of the q-gram table as device arrays: kmers[k_base + k] for k < n_kmers, whose positions are
+# positions[starts[k_base + k] .. starts[k_base + k + 1]).  first_kmer is the chunk's index in the table.
+QGramChunk = namedtuple("QGramChunk", "kmers starts positions k_base n_kmers first_kmer n_positions")
+
+
+def _upload(device, array, dtype):
+    import pyopencl.array as cla
+
+    a = np.ascontiguousarray(array, dtype=dtype)
+    if a.size == 0:
+        a = np.zeros(1, dtype=dtype)  # zero-length buffers are not valid kernel arguments
+    return cla.to_device(device.queue, a, allocator=device.pool)
+
+
+class ResidentReference:
+    """Device copy of a reference index.
+
+    Device arrays: ``packed``, ``ambiguous``, ``contig_offsets``, ``contig_ends`` (uint32) and, unless
+    ``streamed``, ``kmers`` (uint32), ``kmer_starts`` (uint32, or uint64 beyond 2^32 positions) and
+    ``positions`` (uint32).  Host ints ``n_contigs``, ``q``, ``step``, ``n_kmers``, ``n_positions``,
+    ``genome_end`` (one past the last contig base).  ``table_budget`` (bytes) overrides the device-derived
+    room for the q-gram table; ``chunk_positions`` the positions per streamed chunk.
+    """
+
+    def __init__(self, device, packed, ambiguous, offsets, lengths, kmers, kmer_starts, positions, q, step,
+                 table_budget=None, chunk_positions=None):
+        self.device = device
+        self.q, self.step = int(q), int(step)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        ends = offsets + lengths
+        self.n_contigs = len(offsets)
+        self.genome_end = int(ends.max()) if len(ends) else 0
+        if self.genome_end >= 1 << 32:
+            raise PeanutError("reference: padded genome exceeds 2^32 bases, the range of device coordinates")
+
+        seq_arrays = {"packed": packed, "ambiguous": ambiguous}
+        seq_bytes = sum(np.asarray(a).nbytes for a in seq_arrays.values()) + 8 * self.n_contigs
+        for name, a in seq_arrays.items():
+            if np.asarray(a).nbytes > device.max_alloc:
+                raise PeanutError(
+                    f"reference: the {name} sequence ({np.asarray(a).nbytes / 2**20:.0f} MiB) exceeds this device's "
+                    f"largest allocation ({device.max_alloc / 2**20:.0f} MiB)"
+                )
+        # Room left once the sequence and the fixed part of a q-group index (I + S) are on the device.
+        room = USABLE * device.global_mem - index_fixed_bytes(self.q) - seq_bytes
+        if room <= 0:
+            raise PeanutError(
+                f"reference: the sequence ({seq_bytes / 2**20:.0f} MiB) and the q-group index for q={self.q} "
+                f"({index_fixed_bytes(self.q) / 2**20:.0f} MiB) do not fit this device's "
+                f"{device.global_mem / 2**20:.0f} MiB; use a smaller q or a larger device"
+            )
+        self.packed = _upload(device, packed, np.uint32)
+        self.ambiguous = _upload(device, ambiguous, np.uint32)
+        self.contig_offsets = _upload(device, offsets, np.uint32)
+        self.contig_ends = _upload(device, ends, np.uint32)
+
+        # The q-gram table: host references first (NumPy arrays or h5py datasets; only slices are read).
+        self._kmers_host, self._starts_host, self._positions_host = kmers, kmer_starts, positions
+        self.n_kmers = len(kmers)
+        self.n_positions = int(kmer_starts[self.n_kmers]) if self.n_kmers else 0
+        starts_dtype = np.uint32 if self.n_positions < 1 << 32 else np.uint64
+        table_bytes = 4 * self.n_kmers + np.dtype(starts_dtype).itemsize * (self.n_kmers + 1) + 4 * self.n_positions
+        if table_budget is None:
+            table_budget = RESIDENT_SHARE * room
+        largest = max(4 * self.n_kmers, np.dtype(starts_dtype).itemsize * (self.n_kmers + 1), 4 * self.n_positions)
+        self.streamed = table_bytes > table_budget or largest > device.max_alloc
+        if chunk_positions is None:
+            # kmers + starts + positions: at most 12 bytes per position of a chunk.
+            chunk_positions = int(min(CHUNK_SHARE * room, device.max_alloc) // 12)
+        self.chunk_positions = max(1, int(chunk_positions))
+        if self.streamed:
+            self.kmers = self.kmer_starts = self.positions = None
+            self.starts_dtype = np.uint32  # chunks are rebased to their first position
+        else:
+            self.kmers = _upload(device, kmers, np.uint32)
+            self.kmer_starts = _upload(device, kmer_starts, starts_dtype)
+            self.positions = _upload(device, positions, np.uint32)
+            self.starts_dtype = starts_dtype
+        self.device_bytes = sum(a.nbytes for a in (self.packed, self.ambiguous, self.contig_offsets, self.contig_ends))
+        if not self.streamed:
+            self.device_bytes += self.kmers.nbytes + self.kmer_starts.nbytes + self.positions.nbytes
+
+    @classmethod
+    def from_index(cls, device, reference_index, **kwargs):
+        """Upload a :class:`peanut_py.reference.ReferenceIndex`."""
+        ri = reference_index
+        return cls(device, ri.packed(), ri.ambiguity_bitmap(), ri.offsets, ri.lengths, ri.kmers(),
+                   ri.kmer_starts(), ri.positions(), ri.q, ri.step, **kwargs)
+
+    @property
+    def starts_ctype(self):
+        return "ulong" if self.starts_dtype == np.uint64 else "uint"
+
+    def qgram_chunks(self, max_kmers):
+        """Yield :class:`QGramChunk` covering the table in kmer order, each with at most ``max_kmers``
+        kmers (and, streamed, at most ``chunk_positions`` positions unless one kmer alone has more).
+
+        Streamed chunks live in buffers that the next chunk overwrites: use each before advancing."""
+        max_kmers = max(1, int(max_kmers))
+        if not self.streamed:
+            for k0 in range(0, self.n_kmers, max_kmers):
+                n = min(max_kmers, self.n_kmers - k0)
+                yield QGramChunk(self.kmers, self.kmer_starts, self.positions, k0, n, k0, None)
+            return
+        yield from self._streamed_chunks(max_kmers)
+
+    def _streamed_chunks(self, max_kmers):
+        import pyopencl as cl
+        import pyopencl.array as cla
+
+        queue, pool = self.device.queue, self.device.pool
+        bufs = {}
+
+        def buffer(name, n, dtype):
+            # Grown on demand, reused across chunks.
+            if name not in bufs or bufs[name].size < n:
+                bufs[name] = cla.empty(queue, max(int(n), 1), dtype, allocator=pool)
+            return bufs[name]
+
+        k0 = 0
+        while k0 < self.n_kmers:
+            k1 = min(self.n_kmers, k0 + max_kmers)
+            starts = np.asarray(self._starts_host[k0 : k1 + 1], dtype=np.int64)
+            # Last kmer whose positions end within the chunk budget; always at least one kmer.
+            fit = int(np.searchsorted(starts, starts[0] + self.chunk_positions, side="right")) - 1
+            k1 = k0 + max(1, min(fit, k1 - k0))
+            starts = starts[: k1 - k0 + 1]
+            n_pos = int(starts[-1] - starts[0])
+            d_kmers = buffer("kmers", k1 - k0, np.uint32)
+            d_starts = buffer("starts", k1 - k0 + 1, np.uint32)
+            d_pos = buffer("positions", n_pos, np.uint32)
+            # Blocking copies: the host slices are temporaries.
+            cl.enqueue_copy(queue, d_kmers.data, np.ascontiguousarray(self._kmers_host[k0:k1], dtype=np.uint32))
+            cl.enqueue_copy(queue, d_starts.data, (starts - starts[0]).astype(np.uint32))
+            if n_pos:
+                cl.enqueue_copy(queue, d_pos.data,
+                                np.ascontiguousarray(self._positions_host[int(starts[0]) : int(starts[-1])], dtype=np.uint32))
+            yield QGramChunk(d_kmers, d_starts, d_pos, 0, k1 - k0, k0, n_pos)
+            k0 = k1

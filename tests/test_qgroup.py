@@ -1,0 +1,211 @@
+"""ReadBuffer and QGroupIndex (Algorithm 1) against a plain NumPy q-gram index."""
+import gzip
+import types
+
+import numpy as np
+import pytest
+
+from peanut_py.device import Device
+from peanut_py.errors import PeanutError
+from peanut_py.qgroup import BUILD_BYTES_PER_BASE, QGroupIndex, ReadBuffer, index_fixed_bytes, reads_per_buffer
+
+HUMAN_R1 = "human/NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz"
+YEAST_R1 = "yeast/SRR5204809_Spt5-ChIP_Input1_SacCer_ChIP-Seq_ss100k_R1.fastq.gz"
+
+
+# ---------------------------------------------------------------- plain references
+
+_CODE = np.full(256, 4, dtype=np.uint8)
+for _i, _b in enumerate(b"ACGT"):
+    _CODE[_b] = _i
+    _CODE[_b + 32] = _i  # lowercase
+
+
+def read_fastq_codes(path, n_reads):
+    """First ``n_reads`` sequences of a gzipped FASTQ as (codes, offsets); a deliberately simple parser."""
+    seqs = []
+    with gzip.open(path, "rb") as f:
+        for i, line in enumerate(f):
+            if i % 4 == 1:
+                seqs.append(_CODE[np.frombuffer(line.rstrip(b"\r\n"), dtype=np.uint8)])
+                if len(seqs) == n_reads:
+                    break
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
+    return np.concatenate(seqs).astype(np.uint8), offsets
+
+
+def ref_text(codes, offsets):
+    """Forward then reverse complement of every read, with rs_start and pos_rs, read by read."""
+    parts, rs_start, pos_rs = [], [0], []
+    for r in range(len(offsets) - 1):
+        fwd = np.minimum(codes[offsets[r] : offsets[r + 1]], 4)
+        rev = np.where(fwd[::-1] < 4, 3 - fwd[::-1], 4).astype(np.uint8)
+        for strand, seq in enumerate((fwd, rev)):
+            parts.append(seq)
+            pos_rs.append(np.full(len(seq), 2 * r + strand, dtype=np.uint32))
+            rs_start.append(rs_start[-1] + len(seq))
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
+    return cat(parts, np.uint8), np.array(rs_start, dtype=np.uint32), cat(pos_rs, np.uint32)
+
+
+def ref_qgrams(text, rs_start, pos_rs, q):
+    """(value, text position) of every q-gram inside one read strand without N, in text order."""
+    n = len(text)
+    if n < q:
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint32)
+    win = np.lib.stride_tricks.sliding_window_view(text, q)
+    t = np.arange(n - q + 1)
+    ok = (win < 4).all(axis=1) & (t + q <= rs_start[pos_rs[: n - q + 1].astype(np.int64) + 1])
+    weights = (np.uint64(4) ** np.arange(q - 1, -1, -1, dtype=np.uint64)).astype(np.uint64)
+    g = (win[ok].astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+    return g, t[ok].astype(np.uint32)
+
+
+def ref_qgroup(g, t, q, sample_s):
+    """The q-group index by definition: bit per present q-gram, prefix sums, positions sorted by (g, t)."""
+    I = np.zeros(4**q // 32, dtype=np.uint32)
+    distinct, counts = np.unique(g, return_counts=True)
+    np.add.at(I, (distinct >> np.uint64(5)).astype(np.int64), (np.uint32(1) << (distinct & np.uint64(31)).astype(np.uint32)))
+    pc = np.bitwise_count(I).astype(np.uint64)
+    S = (np.cumsum(pc) - pc).astype(np.uint32)
+    Sp = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint32)
+    O = t[np.lexsort((t, g))].astype(np.uint32)
+    return I, (S[::2] if sample_s else S), Sp, O
+
+
+def random_reads(rng, n, lo, hi, n_rate=0.0):
+    lengths = rng.integers(lo, hi + 1, n)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    codes = rng.integers(0, 4, offsets[-1]).astype(np.uint8)
+    codes[rng.random(len(codes)) < n_rate] = 4
+    return codes, offsets
+
+
+# ---------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="session")
+def device():
+    return Device()
+
+
+def check_index(device, codes, offsets, q, sample_s):
+    rb = ReadBuffer(device, codes, offsets)
+    text, rs_start, pos_rs = ref_text(codes, offsets)
+    qi = QGroupIndex(device, rb, q, sample_s=sample_s)
+    got = qi.to_host()
+    g, t = ref_qgrams(text, rs_start, pos_rs, q)
+    I, S, Sp, O = ref_qgroup(g, t, q, sample_s)
+    for name, a, b in (("I", got.I, I), ("S", got.S, S), ("S'", got.S_prime, Sp), ("O", got.O, O)):
+        if not np.array_equal(a, b):  # the fast check first: I is 512 MiB at q = 16
+            np.testing.assert_array_equal(a, b, err_msg=name)
+    assert qi.n_distinct == len(Sp) - 1 and qi.n_occurrences == len(t)
+    return qi
+
+
+# ---------------------------------------------------------------- ReadBuffer
+
+def test_read_buffer_matches_numpy(device):
+    rng = np.random.default_rng(7)
+    codes, offsets = random_reads(rng, 300, 0, 300, n_rate=0.02)
+    codes[::97] = 9  # any code above 3 is N
+    rb = ReadBuffer(device, codes, offsets)
+    text, rs_start, pos_rs = ref_text(codes, offsets)
+    got = rb.to_host()
+    np.testing.assert_array_equal(got["text"], text)
+    np.testing.assert_array_equal(got["rs_start"], rs_start)
+    np.testing.assert_array_equal(rb.rs_start_host, rs_start)
+    np.testing.assert_array_equal(got["pos_rs"], pos_rs)
+    assert (rb.n_reads, rb.n_rs, rb.max_len) == (300, 600, int(np.diff(offsets).max()))
+
+
+def test_read_buffer_rejects_bad_input(device):
+    with pytest.raises(PeanutError):
+        ReadBuffer(device, np.zeros(1100, np.uint8), np.array([0, 1100]))  # longer than 1024
+    with pytest.raises(PeanutError):
+        ReadBuffer(device, np.zeros(10, np.uint8), np.array([0, 5]))  # offsets do not cover codes
+
+
+# ---------------------------------------------------------------- QGroupIndex
+
+@pytest.mark.parametrize("q", [8, 11])
+@pytest.mark.parametrize("sample_s", [True, False])
+def test_qgroup_random_reads(device, q, sample_s):
+    rng = np.random.default_rng(q)
+    codes, offsets = random_reads(rng, 400, 30, 300, n_rate=0.01)
+    # Repeats inside the buffer: frequent q-grams give long slots in O.
+    codes[offsets[5] : offsets[5] + 200] = 0
+    codes[offsets[9] : offsets[9] + 100] = np.tile([0, 1], 50)
+    check_index(device, codes, offsets, q, sample_s)
+
+
+def test_sort_occurrences_any_order(device):
+    """The slot sort of O on shuffled slots: insertion within budget, heapsort for badly ordered long slots."""
+    import pyopencl.array as cla
+
+    from peanut_py.qgroup import kernels
+
+    rng = np.random.default_rng(5)
+    sizes = np.array([1, 0, 2, 5, 32, 33, 200, 1000, 4000, 3, 7000])
+    Sp = np.concatenate([[0], np.cumsum(sizes)]).astype(np.uint32)
+    O = rng.integers(0, 1 << 32, Sp[-1], dtype=np.uint64).astype(np.uint32)
+    O[Sp[7] : Sp[8]] = np.arange(1000)[::-1]  # descending: the worst case for insertion
+    O[Sp[8] : Sp[9]] = np.arange(4000) ^ 1  # nearly sorted: insertion within budget
+    d_O = cla.to_device(device.queue, O)
+    knl = kernels(device, "qgroup", Q=8, SAMPLE_S=1)
+    device.launch(knl.sort_occurrences, len(sizes), cla.to_device(device.queue, Sp).data, np.uint32(len(sizes)), d_O.data)
+    want = np.concatenate([np.sort(O[Sp[i] : Sp[i + 1]]) for i in range(len(sizes))])
+    np.testing.assert_array_equal(d_O.get(), want)
+
+
+def test_qgroup_short_and_empty_reads(device):
+    rng = np.random.default_rng(3)
+    codes, offsets = random_reads(rng, 500, 0, 14, n_rate=0.05)  # many reads shorter than q, some empty
+    qi = check_index(device, codes, offsets, 11, True)
+    assert 0 < qi.n_occurrences < len(codes)
+
+
+def test_qgroup_reads_shorter_than_q(device):
+    codes, offsets = random_reads(np.random.default_rng(4), 50, 0, 7)
+    qi = check_index(device, codes, offsets, 8, True)
+    assert qi.n_distinct == 0 and qi.n_occurrences == 0
+
+
+def test_qgroup_empty_buffer(device):
+    qi = check_index(device, np.zeros(0, np.uint8), np.array([0]), 8, False)
+    assert qi.n_distinct == 0
+
+
+def test_qgroup_q16(device):
+    # q = 16 fills one 32-bit word: I alone is 512 MiB, so keep the reads few.
+    codes, offsets = random_reads(np.random.default_rng(16), 60, 10, 150, n_rate=0.01)
+    codes[offsets[3] : offsets[3] + 60] = 3
+    check_index(device, codes, offsets, 16, True)
+
+
+@pytest.mark.parametrize("path,q", [(HUMAN_R1, 11), (YEAST_R1, 12), (HUMAN_R1, 16)])
+def test_qgroup_real_reads(device, shared_data, path, q):
+    codes, offsets = read_fastq_codes(shared_data / path, 2000 if q < 16 else 300)
+    assert (codes == 4).any()  # real reads carry N
+    check_index(device, codes, offsets, q, True)
+
+
+# ---------------------------------------------------------------- buffer sizing
+
+def fake_device(global_mem, max_alloc):
+    return types.SimpleNamespace(global_mem=global_mem, max_alloc=max_alloc, name="fake")
+
+
+def test_reads_per_buffer_small_and_large_devices():
+    small = fake_device(2 << 30, 512 << 20)
+    n_small = reads_per_buffer(small, 100, q=16)
+    # Everything built for one buffer stays inside the usable part of the 2 GB device.
+    assert n_small > 50_000
+    assert index_fixed_bytes(16) + n_small * (BUILD_BYTES_PER_BASE * 100 + 8) < 0.75 * small.global_mem
+    assert n_small * 100 * 8 <= small.max_alloc
+    big = fake_device(143 << 30, 35 << 30)
+    n_big = reads_per_buffer(big, 100, q=16, reserved_bytes=30 << 30)
+    assert n_big > 100 * n_small
+    assert 2 * n_big * 100 < 1 << 31  # the int32 index of the scans
+    assert reads_per_buffer(big, 100, max_reads=1000) == 1000
+    with pytest.raises(PeanutError):
+        reads_per_buffer(small, 100, q=16, reserved_bytes=1 << 30)
