@@ -42,8 +42,12 @@ def check_reference(index, fasta_path, index_path):
 
 
 def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=None, batch_size=None,
-              read_group=None, reference=None, command_line=None, log=None, memory_cap=None):
-    """Map single-end reads; returns a summary dict. SAM/BAM goes to ``output`` (None = stdout)."""
+              read_group=None, reference=None, command_line=None, log=None, memory_cap=None, mates=None,
+              interleaved=False, insert_size=None):
+    """Map single-end reads; returns a summary dict. SAM/BAM goes to ``output`` (None = stdout).
+
+    Paired-end: ``mates`` (the second file) or ``interleaved=True``; ``insert_size`` (pairing.InsertSize,
+    from ``-I``) replaces the estimate. See :func:`map_pairs`."""
     t_start = time.perf_counter()
     index = open_index(index_path)
     if reference is not None:
@@ -63,6 +67,14 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
     post = Postprocessor(index, genome, opts)
     header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
                             program_command_line=command_line)
+    if mates is not None or interleaved:
+        from .paired_mapping import map_pairs
+
+        try:
+            return map_pairs(core, post, index, header, reads_path, mates, opts, output=output, threads=threads,
+                             batch_size=batch_size, insert_size=insert_size, log=log, t_start=t_start)
+        finally:
+            index.close()
 
     stats = {"raw_hits": 0, "candidates": 0}
 
@@ -79,6 +91,9 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
     batches = readsmod.read_batches(reads_path, max_reads=batch_size)
     with sam.open_output(output, header, threads=threads) as out:
         n_reads, _ = run_pipeline(batches, device_step, post_steps, out.write, threads=threads, log=log, times=times)
+        if n_reads == 0:
+            # an empty reads file is almost always a mistake upstream; leave no output that looks valid
+            raise PeanutError(f"{reads_path}: empty file (no reads)")
     wall = time.perf_counter() - t_start
     mapped = times.counts.get("mapped", 0)
     summary = {

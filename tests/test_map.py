@@ -1,0 +1,275 @@
+"""`peanut map` (single-end) end to end: accuracy on real reads, completeness, determinism, output formats,
+bad input, and the q-gram-lemma sensitivity guarantee."""
+import gzip
+import pathlib
+import random
+import re
+import shutil
+import subprocess
+
+import pysam
+import pytest
+
+from conftest import run_cli
+
+EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "index" / "example"
+READS = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
+
+
+@pytest.fixture(scope="module")
+def example_index(tmp_path_factory):
+    out = tmp_path_factory.mktemp("example") / "slice.h5"
+    rc, _, err = run_cli("index", str(EXAMPLE / "chr20_slice.fa.gz"), "-o", str(out))
+    assert rc == 0, err
+    return out
+
+
+def fastq_records(path):
+    with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
+        lines = f.read().splitlines()
+    return [(lines[i][1:].split()[0], lines[i + 1], lines[i + 3]) for i in range(0, len(lines), 4)]
+
+
+def write_fastq(path, records):
+    with open(path, "w") as f:
+        for name, seq, qual in records:
+            f.write(f"@{name}\n{seq}\n+\n{qual}\n")
+
+
+def primary_records(sam_path):
+    with pysam.AlignmentFile(str(sam_path), check_sq=False) as f:
+        return [r for r in f if not r.is_secondary and not r.is_supplementary]
+
+
+def sam_body(path):
+    """The SAM text without the @PG line (its CL differs between runs with different options)."""
+    return [line for line in open(path) if not line.startswith("@PG")]
+
+
+def original_positions():
+    truth = {}
+    with gzip.open(EXAMPLE / "original_positions.tsv.gz", "rt") as f:
+        for line in f:
+            name, mate, contig, pos, strand = line.rstrip("\n").split("\t")
+            if mate == "1":
+                truth[name] = (contig, int(pos), strand)
+    return truth
+
+
+def test_example_reads_map_where_the_original_bam_put_them(example_index, tmp_path):
+    out = tmp_path / "out.sam"
+    rc, _, err = run_cli("map", str(example_index), str(READS), "-o", str(out), "-t", "2")
+    assert rc == 0, err
+    assert "reads in" in err and "mapped" in err  # the summary on stderr
+    truth = original_positions()
+    recs = primary_records(out)
+    assert len(recs) == 2000
+    mapped = [r for r in recs if not r.is_unmapped]
+    close = [
+        r for r in mapped
+        if (r.reference_name, r.is_reverse) == (truth[r.query_name][0], truth[r.query_name][2] == "-")
+        and abs(r.reference_start + 1 - truth[r.query_name][1]) <= 5
+    ]
+    assert len(mapped) >= 0.99 * 2000
+    assert len(close) >= 0.985 * 2000
+    # NM = mismatches in MD + inserted + deleted bases, for every mapped record
+    for r in mapped:
+        md = r.get_tag("MD")
+        mismatches = len(re.findall("[A-Z]", re.sub(r"\^[A-Z]+", "", md)))
+        indels = sum(n for op, n in r.cigartuples if op in (1, 2))
+        assert r.get_tag("NM") == mismatches + indels, (r.query_name, md, r.cigarstring)
+        assert r.has_tag("AS") and r.query_alignment_length > 0
+
+
+@pytest.fixture(scope="module")
+def mixed_reads(tmp_path_factory):
+    """Real reads plus reads that cannot map: random, empty, all-N, shorter than q; mixed lengths."""
+    rng = random.Random(5)
+    real = fastq_records(READS)[:300]
+    records = []
+    for i, (name, seq, qual) in enumerate(real):
+        cut = rng.choice([len(seq), len(seq), 60, 35])  # mixed read lengths in one file
+        records.append((name, seq[:cut], qual[:cut]))
+        if i % 25 == 0:
+            s = "".join(rng.choice("ACGT") for _ in range(rng.randint(40, 150)))
+            records.append((f"random{i}", s, "I" * len(s)))
+    records += [("empty", "", ""), ("allN", "N" * 100, "#" * 100), ("short", "ACGTACGTAC", "IIIIIIIIII")]
+    path = tmp_path_factory.mktemp("mixed") / "mixed.fq"
+    write_fastq(path, records)
+    return path, records
+
+
+def test_every_read_once_in_input_order(example_index, mixed_reads, tmp_path):
+    path, records = mixed_reads
+    out = tmp_path / "out.sam"
+    rc, _, err = run_cli("map", str(example_index), str(path), "-o", str(out), "--mode", "all", "--secondary")
+    assert rc == 0, err
+    recs = primary_records(out)
+    assert [r.query_name for r in recs] == [name for name, _, _ in records]
+    by_name = {r.query_name: r for r in recs}
+    for name in ("empty", "allN", "short"):
+        assert by_name[name].is_unmapped
+    assert by_name["allN"].query_sequence == "N" * 100
+    assert sum(r.is_unmapped for r in recs if r.query_name.startswith("random")) >= 12
+
+
+def test_output_is_identical_for_threads_and_batch_sizes(example_index, mixed_reads, tmp_path):
+    path, _ = mixed_reads
+    outputs = []
+    for extra in (["-t", "1"], ["-t", "2"], ["-t", "2", "--batch-size", "37"], ["-t", "1", "--batch-size", "150"]):
+        out = tmp_path / f"out{len(outputs)}.sam"
+        rc, _, err = run_cli("map", str(example_index), str(path), "-o", str(out), *extra)
+        assert rc == 0, err
+        outputs.append(sam_body(out))
+    assert all(o == outputs[0] for o in outputs[1:])
+    assert len(outputs[0]) > 300
+
+
+def test_bam_output_equals_sam_output(example_index, tmp_path):
+    sam_out, bam_out = tmp_path / "o.sam", tmp_path / "o.bam"
+    for out in (sam_out, bam_out):
+        rc, _, err = run_cli("map", str(example_index), str(READS), "-o", str(out), "-R", r"@RG\tID:demo\tSM:NA12878")
+        assert rc == 0, err
+    with pysam.AlignmentFile(str(bam_out)) as b, pysam.AlignmentFile(str(sam_out)) as s:
+        assert [r.to_string() for r in b] == [r.to_string() for r in s]
+        assert s.header.to_dict()["RG"] == [{"ID": "demo", "SM": "NA12878"}]
+    assert all(r.get_tag("RG") == "demo" for r in primary_records(sam_out))
+    assert subprocess.run(["samtools", "quickcheck", str(bam_out)]).returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("PicardCommandLine") is None, reason="picard-tools (PicardCommandLine) not installed")
+def test_picard_validates_output(example_index, mixed_reads, tmp_path):
+    path, _ = mixed_reads
+    for extra in ([], ["--mode", "all", "--secondary", "--max-hits", "20"], ["--semiglobal"]):
+        out = tmp_path / "o.sam"
+        rc, _, err = run_cli("map", str(example_index), str(path), "-o", str(out), "-R", r"@RG\tID:x\tSM:y\tPL:ILLUMINA", *extra)
+        assert rc == 0, err
+        r = subprocess.run(
+            ["PicardCommandLine", "ValidateSamFile", f"I={out}", "MODE=SUMMARY", "IGNORE=QUALITY_NOT_STORED"],
+            capture_output=True, text=True,
+        )
+        assert "No errors found" in r.stdout + r.stderr, (extra, r.stdout[-2000:], r.stderr[-2000:])
+
+
+def test_stdout_is_the_default_output(example_index, tmp_path):
+    reads = tmp_path / "few.fq"
+    write_fastq(reads, fastq_records(READS)[:20])
+    rc, out, err = run_cli("map", str(example_index), str(reads))
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("@HD") and sum(1 for x in lines if not x.startswith("@")) == 20
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("@r1\nACGT\n+\nIIII\n@r2\nACGT\n", "r"),  # truncated record
+        ("@r1\nACGT\n+\nIII\n", "r"),  # quality length differs
+        ("\x00\x01\x02binary junk\xff\n", ""),  # binary junk
+        ("", "empty"),  # empty file
+    ],
+)
+def test_bad_reads_give_one_line_error_and_no_output(example_index, tmp_path, content, message):
+    reads = tmp_path / "bad.fq"
+    reads.write_bytes(content.encode("latin-1"))
+    out = tmp_path / "out.sam"
+    rc, _, err = run_cli("map", str(example_index), str(reads), "-o", str(out))
+    assert rc != 0 and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("peanut: error:")]
+    assert len(errors) == 1 and errors[0] == err.splitlines()[-1]
+    assert str(reads) in errors[0] and message in errors[0]
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.fq"]
+
+
+def test_index_errors(example_index, tmp_path, sarscov2_fasta):
+    out = tmp_path / "out.sam"
+    rc, _, err = run_cli("map", str(tmp_path / "missing.h5"), str(READS), "-o", str(out))
+    assert rc != 0 and "missing.h5" in err and "Traceback" not in err
+    rc, _, err = run_cli("map", str(EXAMPLE / "chr20_slice.fa.gz"), str(READS), "-o", str(out))
+    assert rc != 0 and "chr20_slice.fa.gz" in err and "Traceback" not in err
+    rc, _, err = run_cli("map", str(example_index), str(READS), "-o", str(out), "--reference", str(sarscov2_fasta))
+    assert rc != 0 and "not built from" in err and "Traceback" not in err
+    rc, _, err = run_cli("map", str(example_index), str(READS), "-o", str(out), "--reference",
+                         str(EXAMPLE / "chr20_slice.fa.gz"))
+    assert rc == 0, err
+    assert not [p for p in tmp_path.iterdir() if p.name != "out.sam"]
+
+
+def test_real_chr20_reads(chr20_index, shared_data, tmp_path):
+    """Issue acceptance: NA12878 chr20 R1 reads, >= 99 % mapped and >= 98.5 % within 5 bp of the BAM."""
+    human = shared_data / "human"
+    out = tmp_path / "r1.sam"
+    rc, _, err = run_cli("map", str(chr20_index), str(human / "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz"),
+                         "-o", str(out), "-t", "2")
+    assert rc == 0, err
+    truth = {}
+    with pysam.AlignmentFile(str(human / "NA12878_S1.chr20.10_10p1mb.bam")) as bam:
+        for r in bam:
+            if r.is_read1 and not r.is_secondary and not r.is_supplementary and not r.is_unmapped:
+                truth[r.query_name] = (r.reference_start, r.is_reverse)
+    recs = primary_records(out)
+    assert len(recs) == 25839 + 0  # R1 file: one record per read
+    mapped = [r for r in recs if not r.is_unmapped]
+    close = [r for r in mapped if r.query_name in truth and abs(r.reference_start - truth[r.query_name][0]) <= 5]
+    assert len(mapped) / len(recs) >= 0.99
+    assert len(close) / len(recs) >= 0.985
+
+
+def _plant(seq, e, rng):
+    """Apply exactly e edits (substitutions, insertions, deletions at distinct read positions)."""
+    s = list(seq)
+    positions = sorted(rng.sample(range(1, len(s) - 1), e), reverse=True)
+    for p in positions:
+        kind = rng.choice("sid")
+        if kind == "s":
+            s[p] = rng.choice([b for b in "ACGT" if b != s[p]])
+        elif kind == "i":
+            s.insert(p, rng.choice("ACGT"))
+        else:
+            del s[p]
+    return "".join(s)
+
+
+def test_sensitivity_guarantee(shared_data, tmp_path):
+    """Every read with e_g(n) = floor((n - q) / q) edits is found at its true position (q = 16, step 1,
+    no masking), on real chr20 sequence, for read lengths 50..250 and both strands."""
+    with gzip.open(shared_data / "human" / "GRCh37_chr20.fa.gz", "rt") as f:
+        f.readline()
+        chrom = "".join(line.strip() for line in f).upper()
+    region = chrom[30_000_000:31_000_000]
+    fasta = tmp_path / "region.fa"
+    fasta.write_text(">region\n" + "\n".join(region[i:i + 60] for i in range(0, len(region), 60)) + "\n")
+    index = tmp_path / "region.h5"
+    rc, _, err = run_cli("index", str(fasta), "-o", str(index), "-m", "0")
+    assert rc == 0, err
+    rng = random.Random(11)
+    comp = str.maketrans("ACGT", "TGCA")
+    records, truth = [], {}
+    while len(records) < 400:
+        n = rng.randint(50, 250)
+        start = rng.randrange(0, len(region) - n)
+        ref = region[start:start + n]
+        if "N" in ref:
+            continue
+        e = (n - 16) // 16
+        read = _plant(ref, e, rng)
+        reverse = rng.random() < 0.5
+        if reverse:
+            read = read.translate(comp)[::-1]
+        name = f"r{len(records)}_n{n}_e{e}"
+        records.append((name, read, "I" * len(read)))
+        truth[name] = (start, reverse, e)
+    reads = tmp_path / "planted.fq"
+    write_fastq(reads, records)
+    out = tmp_path / "planted.sam"
+    rc, _, err = run_cli("map", str(index), str(reads), "-o", str(out), "--semiglobal", "--mode", "all",
+                         "--secondary", "--max-hits", "1000", "-i", "0.7", "-t", "2")
+    assert rc == 0, err
+    found = {name: False for name in truth}
+    with pysam.AlignmentFile(str(out)) as sam:
+        for r in sam:
+            start, reverse, e = truth[r.query_name]
+            if not r.is_unmapped and r.is_reverse == reverse and abs(r.reference_start - start) <= e:
+                found[r.query_name] = True
+    missed = [name for name, ok in found.items() if not ok]
+    assert not missed, f"{len(missed)} planted reads not found at their origin, e.g. {missed[:5]}"
