@@ -58,12 +58,24 @@ def _identity(text):
     return value
 
 
+def _insert_size(text):
+    from .pairing import parse_insert_size
+
+    try:
+        return parse_insert_size(text)
+    except PeanutError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def cmd_map(args):
     from .mapping import map_reads
     from .report import MapOptions
 
-    if args.mates is not None:
-        raise PeanutError("paired-end mapping is not implemented yet; map the mates as single-end reads for now")
+    if args.interleaved and args.mates is not None:
+        raise PeanutError("-p/--interleaved takes one reads file (mates interleaved), not a second file MATES")
+    paired = args.interleaved or args.mates is not None
+    if args.insert_size is not None and not paired:
+        raise PeanutError("-I applies to paired-end reads only (give MATES or -p)")
     opts = MapOptions(
         mode=args.mode, max_hits=args.max_hits, min_identity=args.min_identity, local=not args.semiglobal,
         secondary=args.secondary, match=args.A, mismatch=args.B, gap_open=args.O, gap_extend=args.E, clip=args.L,
@@ -71,7 +83,8 @@ def cmd_map(args):
     map_reads(
         args.index, args.reads, opts, output=args.output, threads=args.threads, device_spec=args.device,
         batch_size=args.batch_size, read_group=args.read_group, reference=args.reference,
-        command_line=args.command_line, log=None if args.quiet else _log,
+        command_line=args.command_line, log=None if args.quiet else _log, mates=args.mates,
+        interleaved=args.interleaved, insert_size=args.insert_size,
     )
 
 
@@ -127,7 +140,13 @@ def build_parser():
     p = sub.add_parser("map", help="map reads to an index; SAM on stdout (or -o OUT.sam|OUT.bam)")
     p.add_argument("index", metavar="INDEX.h5")
     p.add_argument("reads", metavar="READS", help="FASTQ or FASTA, plain or gzip")
-    p.add_argument("mates", metavar="MATES", nargs="?", help="second mates (paired-end; not implemented yet)")
+    p.add_argument("mates", metavar="MATES", nargs="?",
+                   help="second mates of READS (paired-end, FR orientation); names must match READS record by record")
+    p.add_argument("-p", "--interleaved", action="store_true",
+                   help="READS holds pairs interleaved (mate 1, mate 2, mate 1, ...)")
+    p.add_argument("-I", dest="insert_size", type=_insert_size, metavar="MEAN[,STD[,MAX[,MIN]]]",
+                   help="insert size of the pairs instead of estimating it: STD defaults to 10%% of MEAN, "
+                        "MAX/MIN to MEAN +- 4 STD")
     p.add_argument("-o", "--output", metavar="OUT", help="output file: .sam or .bam (default: SAM on stdout)")
     p.add_argument("-t", "--threads", type=int, default=1, help="postprocessing threads (default %(default)s)")
     p.add_argument("--device", metavar="D", help="OpenCL device index or name substring (see `peanut devices`)")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import sam
+from . import pairing, sam
 from .align import align_batch, cigar_string, md_batch
 from .postprocess import rank_hits, strata_counts
 
@@ -65,6 +65,25 @@ def mapq_model(score, sub, n_sub, aligned_len, q, opts):
     return np.clip(mapq, 0, MAPQ_MAX).astype(np.int32)
 
 
+_KEY = 1 << 32  # (read, rank) -> read * _KEY + rank
+
+
+def _ranks(counts):
+    """0..counts[i]-1 for every i, concatenated."""
+    counts = np.asarray(counts, dtype=np.int64)
+    return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def xa_tag(names, offsets, contig, strand, aln, hits):
+    """BWA's ``XA:Z:chr,±pos,CIGAR,NM;`` listing of the alignments ``hits`` (indices into ``aln``)."""
+    xa = "".join(
+        f"{names[contig[k]]},{'-' if strand[k] else '+'}{aln.pos[k] - offsets[contig[k]] + 1},"
+        f"{cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]])},{aln.nm[k]};"
+        for k in hits
+    )
+    return f"\tXA:Z:{xa}"
+
+
 def _gather(source, starts, lengths):
     """Concatenate ``source[starts[i]:starts[i]+lengths[i]]`` for all i (vectorised), with offsets."""
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -117,27 +136,7 @@ class Postprocessor:
         strand = (rs[hit] & 1).astype(bool)
         read = local_read + r0
 
-        lengths = np.diff(batch.offsets)[read]
-        # forward codes followed by the reverse complement of the whole batch: read i's reverse complement
-        # starts at total + total - offsets[i + 1]
-        total = len(batch.codes)
-        both = np.concatenate([batch.codes, _COMPLEMENT[batch.codes[::-1]]])
-        src = np.where(strand, 2 * total - batch.offsets[read + 1], batch.offsets[read])
-        read_codes, read_off = _gather(both, src, lengths)
-
-        contig = np.searchsorted(self.offsets, start[hit].astype(np.int64), side="right") - 1
-        win_lo = np.maximum(start[hit].astype(np.int64) - WINDOW_PAD, self.offsets[contig])
-        win_hi = np.minimum(end[hit] + WINDOW_PAD, self.ends[contig])
-        ref_codes, ref_off = _gather(self.genome, win_lo, win_hi - win_lo)
-        d0 = start[hit].astype(np.int64) - win_lo
-        d1 = end[hit] - lengths - win_lo
-        band_lo = (np.minimum(d0, d1) - BAND_PAD).astype(np.int32)
-        band_hi = (np.maximum(d0, d1) + BAND_PAD).astype(np.int32)
-        aln = align_batch(
-            read_codes, read_off, ref_codes, ref_off, win_lo, band_lo, band_hi, opts.local,
-            opts.match, opts.mismatch, opts.gap_open, opts.gap_extend, clip=opts.clip,
-        )
-        md = md_batch(read_codes, read_off, ref_codes, ref_off, win_lo, aln)
+        aln, md, contig = self._align(batch, read, strand, start[hit], end[hit])
 
         # per read: primary = first aligned hit (best stratum, leftmost); XS = best score among the others
         first = np.cumsum(n_align) - n_align
@@ -157,6 +156,35 @@ class Postprocessor:
         mapq = np.where(n_best > 1, 0, mapq)
 
         return self._records(batch, r0, n_reads, report, n_align, first, strand, contig, aln, md, dist[hit], score, sub, mapq)
+
+    def _align(self, batch, read, strand, hit_start, hit_end):
+        """Final alignment of hits (batch read index, strand, validated global [start, end) per hit):
+        returns (BatchAlignments, MD strings, contig index per hit)."""
+        opts = self.opts
+        lengths = np.diff(batch.offsets)[read]
+        # forward codes followed by the reverse complement of the whole batch: read i's reverse complement
+        # starts at total + total - offsets[i + 1]
+        total = len(batch.codes)
+        both = np.concatenate([batch.codes, _COMPLEMENT[batch.codes[::-1]]])
+        src = np.where(strand, 2 * total - batch.offsets[read + 1], batch.offsets[read])
+        read_codes, read_off = _gather(both, src, lengths)
+
+        hit_start = hit_start.astype(np.int64)
+        hit_end = hit_end.astype(np.int64)
+        contig = np.searchsorted(self.offsets, hit_start, side="right") - 1
+        win_lo = np.maximum(hit_start - WINDOW_PAD, self.offsets[contig])
+        win_hi = np.minimum(hit_end + WINDOW_PAD, self.ends[contig])
+        ref_codes, ref_off = _gather(self.genome, win_lo, win_hi - win_lo)
+        d0 = hit_start - win_lo
+        d1 = hit_end - lengths - win_lo
+        band_lo = (np.minimum(d0, d1) - BAND_PAD).astype(np.int32)
+        band_hi = (np.maximum(d0, d1) + BAND_PAD).astype(np.int32)
+        aln = align_batch(
+            read_codes, read_off, ref_codes, ref_off, win_lo, band_lo, band_hi, opts.local,
+            opts.match, opts.mismatch, opts.gap_open, opts.gap_extend, clip=opts.clip,
+        )
+        md = md_batch(read_codes, read_off, ref_codes, ref_off, win_lo, aln)
+        return aln, md, contig
 
     def _records(self, batch, r0, n_reads, report, n_align, first, strand, contig, aln, md, hit_dist, score, sub, mapq):
         opts = self.opts
@@ -182,12 +210,7 @@ class Postprocessor:
             if sub[r] >= 0:
                 tags += f"\tXS:i:{sub[r]}"
             if others and not opts.secondary:
-                xa = "".join(
-                    f"{names[contig[k]]},{'-' if strand[k] else '+'}{aln.pos[k] - self.offsets[contig[k]] + 1},"
-                    f"{cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]])},{aln.nm[k]};"
-                    for k in others
-                )
-                tags += f"\tXA:Z:{xa}"
+                tags += xa_tag(names, self.offsets, contig, strand, aln, others)
             for k in [k0] + (others if opts.secondary else []):
                 rec_read.append(r0 + r)
                 rec_flag.append((sam.FLAG_REVERSE if strand[k] else 0) | (sam.FLAG_SECONDARY if k != k0 else 0))
@@ -201,3 +224,199 @@ class Postprocessor:
             read_group_id=opts.read_group_id,
         )
         return text, n_reads, {"mapped": mapped, "multi": multi}
+
+    # --- paired-end -----------------------------------------------------------------------------------------
+
+    def pair_chunk_steps(self, batch, result, n_chunks, insert_size):
+        """As chunk_steps for a batch of pairs (reads alternate mate 1, mate 2): chunks never split a pair."""
+        n_pairs = batch.n // 2
+        bounds = 2 * np.linspace(0, n_pairs, max(1, min(n_chunks, n_pairs)) + 1).astype(np.int64)
+        cuts = np.searchsorted(result.rs >> 1, bounds)
+
+        def step(k):
+            return lambda: self.process_pairs(
+                batch, result, int(bounds[k]), int(bounds[k + 1]), int(cuts[k]), int(cuts[k + 1]), insert_size
+            )
+
+        return [step(k) for k in range(len(bounds) - 1)]
+
+    def process_pairs(self, batch, result, r0, r1, h0, h1, insert_size):
+        """SAM text of the pairs of reads r0..r1 (r0 even), as BWA-MEM places pairs (docs/paired.md).
+
+        Each read's best MAX_PAIR_HITS hits (by edit distance) are candidates; their concordant FR
+        combinations (pairing.concordant_combinations) and each read's primary, reported and XS hits (as for
+        single-end reads) are aligned; pairs are scored with the alignment scores (pairing.pair_score) and the
+        best concordant pair is chosen over the mates' own primaries when it beats them by PEN_UNPAIRED
+        (pairing.choose_pair). MAPQ: the single-end model on the chosen hit, raised by the pair's MAPQ.
+        """
+        opts = self.opts
+        n_reads = r1 - r0
+        n_pairs = n_reads // 2
+        rs = np.ascontiguousarray(result.rs[h0:h1], dtype=np.uint32)
+        start = np.ascontiguousarray(result.ref_start[h0:h1], dtype=np.uint32)
+        end = np.ascontiguousarray(result.ref_end[h0:h1], dtype=np.int64)
+        dist = np.ascontiguousarray(result.dist[h0:h1], dtype=np.int32)
+        order, ptr, _ = rank_hits(rs, start, dist, n_reads, first_read=r0)
+        report, _ = strata_counts(order, ptr, dist, opts.n_strata, opts.max_hits)
+        kept = np.diff(ptr)
+        reads = np.arange(n_reads, dtype=np.int64)
+
+        # candidates and their concordant combinations
+        n_cand = np.minimum(kept, pairing.MAX_PAIR_HITS)
+        c_read, c_rank = np.repeat(reads, n_cand), _ranks(n_cand)
+        c_hit = order[ptr[c_read] + c_rank]
+        c_start = start[c_hit].astype(np.int64)
+        c_contig = np.searchsorted(self.offsets, c_start, side="right") - 1
+        f, v, inserts = pairing.concordant_combinations(c_read, rs[c_hit] & 1, c_start, end[c_hit], c_contig,
+                                                        insert_size)
+
+        # align ranks 0..n_align-1 of every read (primary, reported hits, XS) and every hit of a combination
+        n_align = np.minimum(report + 1, kept)
+        a_read, a_rank = np.repeat(reads, n_align), _ranks(n_align)
+        key = np.unique(np.concatenate([a_read * _KEY + a_rank, c_read[f] * _KEY + c_rank[f],
+                                        c_read[v] * _KEY + c_rank[v]]))
+        if len(key) == 0:  # no read of the chunk has a hit
+            none = np.full(n_reads, -1, dtype=np.int64)
+            return self._pair_records(batch, r0, n_reads, none, [[]] * n_reads, None, None, None, None,
+                                      np.zeros(n_reads, dtype=bool), none, none, np.zeros(n_pairs, dtype=bool))
+        i_read, i_rank = key // _KEY, key % _KEY
+        hit = order[ptr[i_read] + i_rank]
+        strand = (rs[hit] & 1).astype(bool)
+        aln, md, contig = self._align(batch, i_read + r0, strand, start[hit], end[hit])
+        ok = aln.pos >= 0
+        score_of = np.where(ok, aln.score, 0).astype(np.int64)
+
+        # placement per pair
+        rank0 = np.searchsorted(key, reads * _KEY)  # item of each read's rank 0 (valid where kept > 0)
+        rank0 = np.minimum(rank0, len(key) - 1)
+        own = np.where((kept > 0) & ok[rank0], score_of[rank0], 0)
+        fi = np.searchsorted(key, c_read[f] * _KEY + c_rank[f])
+        vi = np.searchsorted(key, c_read[v] * _KEY + c_rank[v])
+        good = ok[fi] & ok[vi]
+        combos = {}
+        for fr, fk, vk, sf, sv, ins in zip(c_read[f][good].tolist(), c_rank[f][good].tolist(),
+                                           c_rank[v][good].tolist(), score_of[fi][good].tolist(),
+                                           score_of[vi][good].tolist(), inserts[good].tolist()):
+            ranks = (fk, vk) if fr % 2 == 0 else (vk, fk)
+            combos.setdefault(fr // 2, []).append(
+                (pairing.pair_score(sf, sv, ins, insert_size, opts.match), ranks[0], ranks[1]))
+        chosen = np.zeros(n_reads, dtype=np.int64)
+        paired = np.zeros(n_pairs, dtype=bool)
+        q_pe = np.full(n_pairs, -1, dtype=np.int64)
+        own_l = own.tolist()
+        for p, cs in combos.items():
+            c = pairing.choose_pair(cs, own_l[2 * p] + own_l[2 * p + 1] - pairing.PEN_UNPAIRED, opts)
+            chosen[2 * p], chosen[2 * p + 1], paired[p], q_pe[p] = c.a, c.b, c.paired, c.q_pe
+
+        # per read: the chosen hit, then the others of ranks 0..n_align-1 (as for single-end reads)
+        has = kept > 0
+        prim = np.where(has, np.searchsorted(key, reads * _KEY + chosen), -1)
+        mapped = np.zeros(n_reads, dtype=bool)
+        mapped[has] = ok[prim[has]]
+        o_read = np.repeat(reads, np.maximum(n_align - 1, 0))
+        j = _ranks(np.maximum(n_align - 1, 0))
+        o_rank = j + (j >= chosen[o_read])
+        o_item = np.searchsorted(key, o_read * _KEY + o_rank)
+        score = np.full(n_reads, -1, dtype=np.int64)
+        sub = np.full(n_reads, -1, dtype=np.int64)
+        aligned_len = np.zeros(n_reads, dtype=np.int64)
+        score[mapped] = aln.score[prim[mapped]]
+        aligned_len[mapped] = (aln.read_end - aln.read_begin)[prim[mapped]]
+        o_ok = ok[o_item]
+        np.maximum.at(sub, o_read[o_ok], aln.score[o_item[o_ok]].astype(np.int64))
+        # hits with the chosen hit's edit distance: ties make a mate ambiguous on its own
+        chosen_dist = dist[hit[np.maximum(prim, 0)]]
+        same = np.zeros(n_reads, dtype=np.int64)
+        np.add.at(same, np.repeat(reads, kept), dist[order] == np.repeat(chosen_dist, kept))
+        n_sub = np.where(same > 1, same - 1, np.clip(kept - 1, 0, 1))
+        mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, opts)
+        mapq = np.where(same > 1, 0, mapq).astype(np.int64)
+
+        # pairs: proper = both mapped on a concordant combination; MAPQ raised by the pair's
+        both = mapped[0::2] & mapped[1::2]
+        proper = np.zeros(n_pairs, dtype=bool)
+        if both.any():
+            pa, pb = np.where(mapped, prim, 0)[0::2], np.where(mapped, prim, 0)[1::2]
+            ha, hb = hit[pa], hit[pb]
+            proper = both & pairing.concordant(insert_size, contig[pa], rs[ha] & 1, start[ha], end[ha],
+                                               contig[pb], rs[hb] & 1, start[hb], end[hb])
+        boost = np.repeat(paired & both, 2)
+        mapq = np.where(boost, pairing.pair_mapq(mapq, np.repeat(q_pe, 2)), mapq)
+        reported = [[] for _ in range(n_reads)]
+        for r, k, rk in zip(o_read[o_ok].tolist(), o_item[o_ok].tolist(), o_rank[o_ok].tolist()):
+            if rk < report[r]:
+                reported[r].append(k)
+        return self._pair_records(batch, r0, n_reads, prim, reported, strand, contig, aln, md, mapped, sub, mapq,
+                                  proper)
+
+    def _pair_records(self, batch, r0, n_reads, prim, reported, strand, contig, aln, md, mapped, sub, mapq, proper):
+        """SAM records of a chunk of pairs: per read its primary item ``prim`` and reported other items."""
+        opts = self.opts
+        names, offsets = self.names, self.offsets
+        cols = ([], [], [], [], [], [], [], [], [], [])  # read flag ref pos mapq cigar nref npos tlen tags
+        counts = {"mapped": 0, "multi": 0, "proper": 0, "mate_unmapped": 0}
+
+        def add(*values):
+            for col, v in zip(cols, values):
+                col.append(v)
+
+        def cigar_of(k):
+            return cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]])
+
+        for p in range(n_reads // 2):
+            info = []
+            for r in (2 * p, 2 * p + 1):
+                if not mapped[r]:
+                    info.append(None)
+                    continue
+                k = int(prim[r])
+                c = int(contig[k])
+                info.append((c, int(aln.pos[k] - offsets[c]), int(aln.ref_end[k] - offsets[c]), bool(strand[k]),
+                             cigar_of(k)))
+            tlen = (0, 0)
+            if info[0] and info[1] and info[0][0] == info[1][0]:
+                tlen = pairing.template_length(info[0][1], info[0][2], info[1][1], info[1][2])
+            secondary = []
+            for m, r in enumerate((2 * p, 2 * p + 1)):
+                me, mate = info[m], info[1 - m]
+                flag = pairing.pair_flags(m == 0, me is not None, mate is not None, bool(me and me[3]),
+                                          bool(mate and mate[3]), bool(proper[p]))
+                # an unmapped read sits at its mate's position, a mapped read's unmapped mate at the read's
+                place = me or mate
+                if me is None:
+                    add(r0 + r, flag, place[0] if place else -1, place[1] if place else -1, 0, "*",
+                        place[0] if place else -1, place[1] if place else -1, 0, f"MC:Z:{mate[4]}" if mate else None)
+                    continue
+                mate_place = mate or me
+                counts["mapped"] += 1
+                counts["proper"] += bool(flag & sam.FLAG_PROPER_PAIR)
+                counts["mate_unmapped"] += mate is None
+                k0 = int(prim[r])
+                others = reported[r]
+                if others:
+                    counts["multi"] += 1
+                tags = f"NM:i:{aln.nm[k0]}\tMD:Z:{md[k0]}"
+                if mate:
+                    tags += f"\tMC:Z:{mate[4]}"
+                tags += f"\tAS:i:{aln.score[k0]}"
+                if sub[r] >= 0:
+                    tags += f"\tXS:i:{sub[r]}"
+                if others and not opts.secondary:
+                    tags += xa_tag(names, offsets, contig, strand, aln, others)
+                add(r0 + r, flag, me[0], me[1], int(mapq[r]), me[4], mate_place[0], mate_place[1], tlen[m], tags)
+                if opts.secondary:
+                    base = flag & (sam.FLAG_PAIRED | sam.FLAG_READ1 | sam.FLAG_READ2 | sam.FLAG_MATE_UNMAPPED
+                                   | sam.FLAG_MATE_REVERSE)
+                    for k in others:
+                        c = int(contig[k])
+                        secondary.append((
+                            r0 + r, base | sam.FLAG_SECONDARY | (sam.FLAG_REVERSE if strand[k] else 0), c,
+                            int(aln.pos[k] - offsets[c]), 0, cigar_of(k), mate_place[0], mate_place[1], 0,
+                            f"NM:i:{aln.nm[k]}\tMD:Z:{md[k]}\tAS:i:{aln.score[k]}",
+                        ))
+            for rec in secondary:
+                add(*rec)
+        read, flag, ref, pos, mq, cigar, nref, npos, tlen, tags = cols
+        text = sam.format_records(batch, names, read, flag, ref, pos, mapq=mq, cigar=cigar, next_ref_id=nref,
+                                  next_pos=npos, tlen=tlen, tags=tags, read_group_id=opts.read_group_id)
+        return text, n_reads, counts

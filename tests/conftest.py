@@ -11,6 +11,7 @@
   ``python -m peanut_py ARGS`` in a subprocess with this checkout first on PYTHONPATH and returns
   ``(returncode, stdout, stderr)`` as text.
 """
+import gzip
 import os
 import subprocess
 import sys
@@ -91,3 +92,21 @@ def yeast_index(yeast_fasta, tmp_path_factory):
 @pytest.fixture(scope="session")
 def chr20_index(chr20_fasta, tmp_path_factory):
     return _build(tmp_path_factory, chr20_fasta, "chr20")
+
+
+def fastq_records(path):
+    """(name, sequence, qualities) of a plain or gzip FASTQ with 4-line records."""
+    with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
+        lines = f.read().splitlines()
+    return [(lines[i][1:].split()[0], lines[i + 1], lines[i + 3]) for i in range(0, len(lines), 4)]
+
+
+def write_fastq(path, records):
+    with open(path, "w") as f:
+        for name, seq, qual in records:
+            f.write(f"@{name}\n{seq}\n+\n{qual}\n")
+
+
+def sam_body(path):
+    """The SAM text without the @PG line (its CL differs between runs with different options)."""
+    return [line for line in open(path) if not line.startswith("@PG")]

@@ -10,7 +10,7 @@ import subprocess
 import pysam
 import pytest
 
-from conftest import run_cli
+from conftest import fastq_records, run_cli, sam_body, write_fastq
 
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "index" / "example"
 READS = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
@@ -24,26 +24,9 @@ def example_index(tmp_path_factory):
     return out
 
 
-def fastq_records(path):
-    with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
-        lines = f.read().splitlines()
-    return [(lines[i][1:].split()[0], lines[i + 1], lines[i + 3]) for i in range(0, len(lines), 4)]
-
-
-def write_fastq(path, records):
-    with open(path, "w") as f:
-        for name, seq, qual in records:
-            f.write(f"@{name}\n{seq}\n+\n{qual}\n")
-
-
 def primary_records(sam_path):
     with pysam.AlignmentFile(str(sam_path), check_sq=False) as f:
         return [r for r in f if not r.is_secondary and not r.is_supplementary]
-
-
-def sam_body(path):
-    """The SAM text without the @PG line (its CL differs between runs with different options)."""
-    return [line for line in open(path) if not line.startswith("@PG")]
 
 
 def original_positions():
