@@ -1,12 +1,13 @@
 // Filtration (PEANUT, Algorithm 2): reference q-grams against the q-group index of a read buffer, then the
-// raw hits collapsed into candidates on the device.
+// raw hits grouped by read strand, sorted by diagonal and collapsed into candidates on the device.
 //
 // Defines: Q, SAMPLE_S (as for qgroup.cl), STARTS_T (uint or ulong: type of the q-gram table's CSR starts),
-// EMIT_BLOCK (hits per work-item of the emit pass).  Hits are produced for the read strands whose text lies
-// in [t0, t1) only, so that a buffer's hits can be processed in ranges of read strands of bounded size.
+// EMIT_BLOCK (hits per work-item of the emit pass), SORT_BLOCK (slot entries sorted by insertion before
+// merging).  Hits are produced for the read strands whose text lies in [t0, t1) only (read strands
+// r0 .. r1 - 1), so that a buffer's hits can be processed in ranges of read strands of bounded size.
 // A raw hit is one pair (reference position p of a kept q-gram, text position t of the same q-gram in the
-// read buffer); it is stored as one ulong key (rs << diag_bits) | diagonal with diagonal = p - offset of t in
-// its read strand, so that sorting keys sorts hits by (rs, diagonal).
+// read buffer) on read strand rs = pos_rs[t]; it is stored as its diagonal p - (offset of t in rs) in the
+// slot of rs: every read strand of the range owns one slot of a diagonal array, sized by the counting pass.
 
 #define QGROUP_LOOKUP_ONLY
 #include "qgroup.cl"
@@ -16,6 +17,9 @@
 #endif
 #ifndef EMIT_BLOCK
 #define EMIT_BLOCK 32
+#endif
+#ifndef SORT_BLOCK
+#define SORT_BLOCK 16
 #endif
 
 // First entry of O[lo .. hi) (ascending within a q-gram) that is >= t.
@@ -35,6 +39,11 @@ inline void index_pair_in(__global const uint *I, __global const uint *S, __glob
 {
     uint ks, ke;
     index_pair(I, S, Sp, g, &ks, &ke);
+    if (ks == ke || (O[ks] >= t0 && O[ke - 1] < t1)) {  // all of them (always so with a single range)
+        *k_start = ks;
+        *k_end = ke;
+        return;
+    }
     *k_start = lower_bound_O(O, ks, ke, t0);
     *k_end = lower_bound_O(O, *k_start, ke, t1);
 }
@@ -42,67 +51,91 @@ inline void index_pair_in(__global const uint *I, __global const uint *S, __glob
 #define INDEX_ARGS __global const uint *I, __global const uint *S, __global const uint *Sp, \
                    __global const uint *O, const uint t0, const uint t1
 
-// Counting pass (Algorithm 2, lines 1-4), one work-item per distinct reference kmer of the chunk: kmers are
-// sorted, so neighbouring work-items look up neighbouring words of I.  A kmer with n_ref reference positions
-// and n_read occurrences in the selected read strands yields n_ref * n_read hits.
-__kernel void count_hits(__global const uint *kmers, __global const STARTS_T *starts, const ulong k_base,
-                         const uint n_k, INDEX_ARGS, __global ulong *counts)
+// Kmers of the chunk that occur in the read buffer (bit set in I), appended in any order: a chromosome's
+// table has ~10^8 kmers, of which a read buffer meets few (chr20, 51,678 reads: 0.27 %), so the counting
+// and emit passes and their per-kmer arrays run over this list only.  The order only decides where runs
+// land in the slots, which are sorted afterwards.  (Aggregating the atomics per work-group through local
+// memory was 2x slower on PoCL; the appends are few.)
+__kernel void present_kmers(__global const uint *kmers, const ulong k_base, const uint n_k,
+                            __global const uint *I, __global uint *present, __global uint *n_present)
 {
     uint k = get_global_id(0);
     if (k >= n_k) return;
-    ulong kk = k_base + k;
+    uint g = kmers[k_base + k];
+    if ((I[g >> 5] >> (g & 31u)) & 1u) present[atomic_inc(n_present)] = k;
+}
+
+// Counting pass (Algorithm 2, lines 1-4), one work-item per present kmer k = present[j].  A kmer with n_ref
+// reference positions and n_read occurrences in the selected read strands yields n_ref * n_read hits.  With
+// count_rs, each occurrence also adds its n_ref hits to the hit count of its read strand (rs_hits[rs - r0],
+// the size of its slot).  uint counters wrap only when a range has 2^32 hits or more; such a range exceeds
+// every hit window and is split before its slot sizes are used.
+__kernel void count_hits(__global const uint *kmers, __global const STARTS_T *starts, const ulong k_base,
+                         __global const uint *present, const uint n_present, INDEX_ARGS,
+                         __global const uint *pos_rs, const uint r0, const uint count_rs,
+                         __global uint *rs_hits, __global ulong *counts)
+{
+    uint j = get_global_id(0);
+    if (j >= n_present) return;
+    ulong kk = k_base + present[j];
     uint ks, ke;
     index_pair_in(I, S, Sp, O, kmers[kk], t0, t1, &ks, &ke);
-    counts[k] = (ulong)(ke - ks) * (ulong)(starts[kk + 1] - starts[kk]);
+    ulong n_ref = starts[kk + 1] - starts[kk];
+    counts[j] = (ulong)(ke - ks) * n_ref;
+    if (count_rs)
+        for (uint b = ks; b < ke; ++b) atomic_add(&rs_hits[pos_rs[O[b]] - r0], (uint)n_ref);
 }
 
 // Emit pass (lines 8-14) for the hits numbered [w0, w1) of the chunk (offsets = exclusive prefix sum of
-// counts), written to keys[out_base ..].  Hit number offsets[k] + a * n_read + b pairs reference position a
-// with read occurrence b of kmer k.  Work-item u emits the EMIT_BLOCK hits from w0 + u * EMIT_BLOCK: every
-// work-item does the same amount of work however skewed the hits per kmer are (a kmer kept 1000 times in
-// the reference meeting a q-gram that 10^4 reads share would otherwise leave one work-item with 10^7 hits);
-// its first kmer is found by binary search in offsets.
+// counts over the present kmers).  Hit number offsets[j] + b * n_ref + a pairs read occurrence b with
+// reference position a of kmer present[j], so consecutive hits of one occurrence are one run of its read
+// strand: the run takes its place in the slot with one atomic_add on the slot's cursor and is written in
+// table order (ascending positions, hence ascending diagonals, which the slot sort then finds as runs).
+// Work-item u emits the EMIT_BLOCK hits from w0 + u * EMIT_BLOCK: every work-item does the same amount of
+// work however skewed the hits per kmer are (a kmer kept 1000 times in the reference meeting a q-gram that
+// 10^4 reads share would otherwise leave one work-item with 10^7 hits); its first kmer is found by binary
+// search in offsets.
 __kernel void emit_hits(__global const uint *kmers, __global const STARTS_T *starts, const ulong k_base,
-                        const uint n_k, INDEX_ARGS, __global const uint *positions,
-                        __global const uint *pos_rs, __global const uint *rs_start,
-                        __global const ulong *offsets, const ulong w0, const ulong w1, const uint diag_bits,
-                        __global ulong *keys, const ulong out_base)
+                        __global const uint *present, const uint n_present, INDEX_ARGS,
+                        __global const uint *positions, __global const uint *pos_rs,
+                        __global const uint *rs_start, __global const ulong *offsets, const ulong w0,
+                        const ulong w1, const uint r0, __global uint *cursor, __global uint *diags)
 {
     ulong h = w0 + (ulong)get_global_id(0) * EMIT_BLOCK;
     if (h >= w1) return;
     ulong h_end = min(h + EMIT_BLOCK, w1);
     // Last kmer whose range starts at or before h: the one containing h (kmers without hits share their
     // offset with the next kmer, and h is below the total).
-    uint lo = 0, hi = n_k;
+    uint lo = 0, hi = n_present;
     while (hi - lo > 1) {
         uint mid = lo + (hi - lo) / 2;
         if (offsets[mid] <= h) lo = mid; else hi = mid;
     }
-    for (uint k = lo; h < h_end; ++k) {
-        ulong kk = k_base + k;
+    for (uint j = lo; h < h_end; ++j) {
+        ulong kk = k_base + present[j];
         uint ks, ke;
         index_pair_in(I, S, Sp, O, kmers[kk], t0, t1, &ks, &ke);
-        uint n_read = ke - ks;
-        ulong p0 = starts[kk], base = offsets[k];
-        ulong stop = min(h_end, base + (starts[kk + 1] - p0) * n_read);
+        ulong p0 = starts[kk], n_ref = starts[kk + 1] - p0, base = offsets[j];
+        ulong stop = min(h_end, base + n_ref * (ulong)(ke - ks));
         if (h >= stop) continue;
-        ulong a = p0 + (h - base) / n_read;
-        uint b = (uint)((h - base) % n_read);
-        uint p = positions[a];
-        for (; h < stop; ++h) {
-            uint t = O[ks + b];
+        uint b = ks + (uint)((h - base) / n_ref);
+        ulong a = (h - base) % n_ref;
+        while (h < stop) {
+            uint run = (uint)min(stop - h, n_ref - a);
+            uint t = O[b];
             uint rs = pos_rs[t];
-            keys[out_base + (h - w0)] = ((ulong)rs << diag_bits) | (ulong)(p - (t - rs_start[rs]));
-            if (++b == n_read) {
-                b = 0;
-                if (h + 1 < stop) p = positions[++a];
-            }
+            uint off = t - rs_start[rs];
+            uint at = atomic_add(&cursor[rs - r0], run);
+            for (uint i = 0; i < run; ++i) diags[at + i] = positions[p0 + a + i] - off;
+            h += run;
+            a = 0;
+            ++b;
         }
     }
 }
 
 // Per-position variant of the two passes (the paper's loop over P): one work-item per reference position of
-// the chunk; its kmer is found by binary search in the CSR starts.
+// the chunk; its kmer is found by binary search in the CSR starts.  Every hit is a run of its own.
 inline ulong kmer_of_position(__global const STARTS_T *starts, ulong k_base, uint n_k, ulong j)
 {
     ulong lo = k_base, hi = k_base + n_k;  // starts[lo] <= j < starts[hi]
@@ -115,7 +148,8 @@ inline ulong kmer_of_position(__global const STARTS_T *starts, ulong k_base, uin
 
 __kernel void count_hits_by_position(__global const uint *kmers, __global const STARTS_T *starts,
                                      const ulong k_base, const uint n_k, INDEX_ARGS, const ulong first,
-                                     const uint n_pos, __global ulong *counts)
+                                     const uint n_pos, __global const uint *pos_rs, const uint r0,
+                                     const uint count_rs, __global uint *rs_hits, __global ulong *counts)
 {
     uint x = get_global_id(0);
     if (x >= n_pos) return;
@@ -123,14 +157,16 @@ __kernel void count_hits_by_position(__global const uint *kmers, __global const 
     uint ks, ke;
     index_pair_in(I, S, Sp, O, kmers[kk], t0, t1, &ks, &ke);
     counts[x] = ke - ks;
+    if (count_rs)
+        for (uint b = ks; b < ke; ++b) atomic_inc(&rs_hits[pos_rs[O[b]] - r0]);
 }
 
 __kernel void emit_hits_by_position(__global const uint *kmers, __global const STARTS_T *starts,
                                     const ulong k_base, const uint n_k, INDEX_ARGS, const ulong first,
                                     const uint n_pos, __global const uint *positions,
                                     __global const uint *pos_rs, __global const uint *rs_start,
-                                    __global const ulong *offsets, const ulong w0, const ulong w1,
-                                    const uint diag_bits, __global ulong *keys, const ulong out_base)
+                                    __global const ulong *offsets, const ulong w0, const ulong w1, const uint r0,
+                                    __global uint *cursor, __global uint *diags)
 {
     uint x = get_global_id(0);
     if (x >= n_pos) return;
@@ -143,24 +179,141 @@ __kernel void emit_hits_by_position(__global const uint *kmers, __global const S
     for (ulong h = lo; h < hi; ++h) {
         uint t = O[ks + (uint)(h - base)];
         uint rs = pos_rs[t];
-        keys[out_base + h - w0] = ((ulong)rs << diag_bits) | (ulong)(p - (t - rs_start[rs]));
+        diags[atomic_inc(&cursor[rs - r0])] = p - (t - rs_start[rs]);
     }
 }
 
-// Collapse, after the keys are sorted: cluster c spans keys[first[c] .. first[c + 1]) (first[n_c] = n);
-// consecutive diagonals of one read strand inside a cluster differ by at most the collapse gap.
-__kernel void collapse_raw(__global const ulong *keys, const uint n, __global const uint *first, const uint n_c,
-                           const uint diag_bits, __global uint *rs, __global uint *diag_lo,
-                           __global uint *diag_hi, __global uint *votes)
+// ---- per-slot sort and collapse
+
+inline void insertion_sort(__global uint *a, uint n)
 {
-    uint c = get_global_id(0);
-    if (c >= n_c) return;
-    uint s = first[c], e = c + 1 < n_c ? first[c + 1] : n;
-    ulong mask = ((ulong)1 << diag_bits) - 1;
-    rs[c] = (uint)(keys[s] >> diag_bits);
-    diag_lo[c] = (uint)(keys[s] & mask);
-    diag_hi[c] = (uint)(keys[e - 1] & mask);
-    votes[c] = e - s;
+    for (uint x = 1; x < n; ++x) {
+        uint v = a[x], y = x;
+        while (y > 0 && a[y - 1] > v) { a[y] = a[y - 1]; --y; }
+        a[y] = v;
+    }
+}
+
+// One past the ascending run of a that starts at i < n.
+inline uint run_end(__global const uint *a, uint i, uint n)
+{
+    for (++i; i < n && a[i - 1] <= a[i]; ++i) {}
+    return i;
+}
+
+// Merges the ascending runs src[i .. m) and src[m .. e) into dst[i .. e).
+inline void merge_runs(__global const uint *src, uint i, uint m, uint e, __global uint *dst)
+{
+    uint x = i, y = m, o = i;
+    while (x < m && y < e) {  // branch-free step: the runs interleave at random, a branch would mispredict
+        uint a = src[x], b = src[y], take_b = b < a;
+        dst[o++] = take_b ? b : a;
+        y += take_b;
+        x += 1 - take_b;
+    }
+    while (x < m) dst[o++] = src[x++];
+    while (y < e) dst[o++] = src[y++];
+}
+
+// Sorts a[0 .. n) ascending, with tmp[0 .. n) as scratch: blocks of SORT_BLOCK by insertion, then natural
+// merge passes (adjacent ascending runs merged pairwise) until one run is left.  A slot is a union of
+// ascending runs (one per emitted run, see emit_hits), so a slot that already is one run costs one look, and
+// k runs cost ceil(log2 k) passes: sequential, cache-friendly work for one work-item.
+inline void sort_slot(__global uint *a, __global uint *tmp, uint n)
+{
+    if (n <= SORT_BLOCK) { insertion_sort(a, n); return; }
+    for (uint i = 0; i < n; i += SORT_BLOCK) insertion_sort(a + i, min((uint)SORT_BLOCK, n - i));
+    __global uint *src = a, *dst = tmp;
+    for (;;) {
+        if (run_end(src, 0, n) == n) break;
+        for (uint i = 0; i < n;) {
+            uint m = run_end(src, i, n);
+            if (m == n) {  // a last run without partner
+                for (; i < n; ++i) dst[i] = src[i];
+                break;
+            }
+            uint e = run_end(src, m, n);
+            merge_runs(src, i, m, e, dst);
+            i = e;
+        }
+        __global uint *swap = src; src = dst; dst = swap;
+    }
+    if (src != a)
+        for (uint i = 0; i < n; ++i) a[i] = src[i];
+}
+
+// Collapse rule: in a sorted slot, a cluster ends where the next diagonal is more than gap larger.  A
+// cluster is kept as a candidate when its votes (raw hits) reach the read strand's threshold:
+// min_votes[length of the read strand], lowered (with use_masked) by the number of its q-grams that the
+// reference masked as repetitive, since each of them can cost an occurrence one vote; never below 1.
+inline uint slot_threshold(__global const uint *rs_start, __global const uint *min_votes,
+                           __global const uint *masked_per_rs, uint use_masked, uint rs)
+{
+    uint t = min_votes[rs_start[rs + 1] - rs_start[rs]];
+    if (use_masked) t = t > masked_per_rs[rs] ? t - masked_per_rs[rs] : 1u;
+    return max(t, 1u);
+}
+
+// Occurrences of the masked q-gram values in the read buffer, per read strand (one work-item per value).
+__kernel void count_masked(__global const uint *masked, const uint n_masked, __global const uint *I,
+                           __global const uint *S, __global const uint *Sp, __global const uint *O,
+                           __global const uint *pos_rs, __global uint *masked_per_rs)
+{
+    uint k = get_global_id(0);
+    if (k >= n_masked) return;
+    uint ks, ke;
+    index_pair(I, S, Sp, masked[k], &ks, &ke);
+    for (uint b = ks; b < ke; ++b) atomic_inc(&masked_per_rs[pos_rs[O[b]]]);
+}
+
+#define THRESHOLD_ARGS __global const uint *rs_start, const uint r0, __global const uint *min_votes, \
+                       __global const uint *masked_per_rs, const uint use_masked, const uint gap
+
+// One work-item per slot (read strand r0 + s): sort its diagonals, then count its clusters (n_all) and
+// those that pass the votes threshold (n_kept).  Slot s is diags[slot_start[s] .. slot_start[s + 1]).
+__kernel void sort_slots(__global uint *diags, __global uint *scratch, __global const uint *slot_start,
+                         const uint n_slots, THRESHOLD_ARGS, __global uint *n_kept, __global uint *n_all)
+{
+    uint s = get_global_id(0);
+    if (s >= n_slots) return;
+    uint lo = slot_start[s], n = slot_start[s + 1] - lo;
+    __global uint *d = diags + lo;
+    sort_slot(d, scratch + lo, n);
+    uint need = slot_threshold(rs_start, min_votes, masked_per_rs, use_masked, r0 + s);
+    uint kept = 0, all = 0, c0 = 0;
+    for (uint i = 1; i <= n; ++i) {
+        if (i < n && d[i] - d[i - 1] <= gap) continue;
+        ++all;
+        kept += i - c0 >= need;
+        c0 = i;
+    }
+    n_kept[s] = kept;
+    n_all[s] = all;
+}
+
+// Writes the kept clusters of every sorted slot from cand_start[s] (exclusive prefix sum of n_kept):
+// candidates come out sorted by (rs, diag_lo).
+__kernel void write_candidates(__global const uint *diags, __global const uint *slot_start, const uint n_slots,
+                               THRESHOLD_ARGS, __global const uint *cand_start, __global uint *rs,
+                               __global uint *diag_lo, __global uint *diag_hi, __global uint *votes)
+{
+    uint s = get_global_id(0);
+    if (s >= n_slots) return;
+    uint lo = slot_start[s], n = slot_start[s + 1] - lo;
+    __global const uint *d = diags + lo;
+    uint need = slot_threshold(rs_start, min_votes, masked_per_rs, use_masked, r0 + s);
+    uint c = cand_start[s], c0 = 0;
+    for (uint i = 1; i <= n; ++i) {
+        if (i < n && d[i] - d[i - 1] <= gap) continue;
+        if (i - c0 >= need) {
+            rs[c] = r0 + s;
+            diag_lo[c] = d[c0];
+            diag_hi[c] = d[i - 1];
+            votes[c] = i - c0;
+            ++c;
+        }
+        c0 = i;
+    }
 }
 
 // Merge of candidate intervals sorted by (rs, lo) (from several hit windows or chunks): cluster c spans

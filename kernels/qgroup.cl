@@ -97,41 +97,82 @@ __kernel void build_text(__global const uchar *codes, __global const uint *rs_st
     pos_rs[t] = rs;
 }
 
-// Algorithm 1, lines 2-4: set bit j of group i for every q-gram of the text.
-__kernel void mark_groups(__global const uchar *text, __global const uint *pos_rs,
-                          __global const uint *rs_start, const uint n_text, __global uint *I)
+// The q-gram value of every text position, computed once (valid[t] = 0: it leaves its read strand or has an
+// N).  The passes of Algorithm 1 below then do little more than their random accesses to I, S and the
+// counters.  On a CPU this split matters: a work-item that computes its q-gram (a 16-step loop) before its
+// random access leaves few cache misses in flight; mark_groups took 8x longer that way on PoCL.
+__kernel void qgram_values(__global const uchar *text, __global const uint *pos_rs,
+                           __global const uint *rs_start, const uint n_text, __global uint *value,
+                           __global uchar *valid)
 {
     uint t = get_global_id(0);
     if (t >= n_text) return;
-    uint g;
-    if (!text_qgram(text, pos_rs, rs_start, t, &g)) return;
-    atomic_or(&I[g >> 5], 1u << (g & 31u));
+    uint g = 0;
+    valid[t] = text_qgram(text, pos_rs, rs_start, t, &g);
+    value[t] = g;
 }
 
-// Algorithm 1, lines 10-13: occurrences per distinct q-gram (slot S[i] + j').
-__kernel void count_occurrences(__global const uchar *text, __global const uint *pos_rs,
-                                __global const uint *rs_start, const uint n_text,
+// Algorithm 1, lines 2-4: set bit j of group i for every q-gram of the text.  The work-item that sets a bit
+// first also counts it for its block of GROUP_BLOCK groups (block_count), so that S needs one pass over I.
+#ifndef GROUP_BLOCK
+#define GROUP_BLOCK 1024
+#endif
+__kernel void mark_groups(__global const uint *value, __global const uchar *valid, const uint n_text,
+                          __global uint *I, __global uint *block_count)
+{
+    uint t = get_global_id(0);
+    if (t >= n_text || !valid[t]) return;
+    uint g = value[t], bit = 1u << (g & 31u);
+    if (!(atomic_or(&I[g >> 5], bit) & bit)) atomic_inc(&block_count[(g >> 5) / GROUP_BLOCK]);
+}
+
+// Algorithm 1, lines 5-8, one work-item per block: S of its groups from the block's first slot
+// (block_start, the exclusive prefix sum of block_count).  With SAMPLE_S, S holds even groups only and the
+// block walks I as pairs of groups.  Unlike a generic scan this reads I once and needs no scratch as large
+// as S (on a CPU device the first touch of fresh memory costs as much as the scan).
+__kernel void group_starts(__global const uint *I, const uint n_groups, __global const uint *block_start,
+                           const uint n_blocks, __global uint *S)
+{
+    uint b = get_global_id(0);
+    if (b >= n_blocks) return;
+    uint run = block_start[b];
+    uint i = b * GROUP_BLOCK, end = min(n_groups, i + GROUP_BLOCK);
+#if SAMPLE_S
+    for (; i < end; i += 2) {
+        S[i >> 1] = run;
+        run += popcount(I[i]) + (i + 1 < end ? popcount(I[i + 1]) : 0u);
+    }
+#else
+    for (; i < end; ++i) {
+        S[i] = run;
+        run += popcount(I[i]);
+    }
+#endif
+}
+
+// Algorithm 1, lines 10-13: occurrences per distinct q-gram (slot S[i] + j').  The q-gram value of every
+// text position is replaced by its slot (NO_SLOT without a q-gram), so the fill touches neither I nor S.
+#define NO_SLOT 0xffffffffu
+__kernel void count_occurrences(__global uint *value_slot, __global const uchar *valid, const uint n_text,
                                 __global const uint *I, __global const uint *S, __global uint *counts)
 {
     uint t = get_global_id(0);
     if (t >= n_text) return;
-    uint g;
-    if (!text_qgram(text, pos_rs, rs_start, t, &g)) return;
-    atomic_inc(&counts[qgram_slot(I, S, g)]);
+    if (!valid[t]) { value_slot[t] = NO_SLOT; return; }
+    uint slot = qgram_slot(I, S, value_slot[t]);
+    value_slot[t] = slot;
+    atomic_inc(&counts[slot]);
 }
 
 // Algorithm 1, lines 16-20: scatter positions through a per-slot cursor (a copy of S').  The order inside
 // a slot depends on scheduling; sort_occurrences makes it ascending afterwards.
-__kernel void fill_occurrences(__global const uchar *text, __global const uint *pos_rs,
-                               __global const uint *rs_start, const uint n_text,
-                               __global const uint *I, __global const uint *S, __global uint *cursor,
+__kernel void fill_occurrences(__global const uint *slot_of, const uint n_text, __global uint *cursor,
                                __global uint *O)
 {
     uint t = get_global_id(0);
     if (t >= n_text) return;
-    uint g;
-    if (!text_qgram(text, pos_rs, rs_start, t, &g)) return;
-    O[atomic_inc(&cursor[qgram_slot(I, S, g)])] = t;
+    uint slot = slot_of[t];
+    if (slot != NO_SLOT) O[atomic_inc(&cursor[slot])] = t;
 }
 
 inline void sift_down(__global uint *a, uint root, uint n)

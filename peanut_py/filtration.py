@@ -1,31 +1,85 @@
 """Filtration (PEANUT, Section 3.2, Algorithm 2): the reference's q-gram table against the q-group index.
 
 For each range of read strands whose hits fit device memory (normally one, all of them) and each chunk of
-the reference q-gram table: a counting pass (hits per kmer), a prefix sum, and an emit pass that writes raw
-hits as keys ``(rs << diag_bits) | diagonal``.  A range's keys are radix-sorted and collapsed into candidates
-on the device; ranges share no read strand, so their candidates are concatenated (see docs/core.md,
-"filtration").  The result does not depend on range, chunk or window sizes.
+the reference q-gram table: a counting pass (hits per kmer, and per read strand), prefix sums, and an emit
+pass that writes every raw hit's diagonal into the slot of its read strand.  Each slot is sorted and
+collapsed into candidates by one work-item; clusters with fewer votes than the q-gram lemma guarantees are
+dropped there (``min_votes``).  Ranges share no read strand, so their candidates are concatenated (see
+docs/core.md, "filtration").  The result does not depend on range, chunk or window sizes.
 """
 import weakref
+from collections import namedtuple
 
 import numpy as np
 
 from .errors import PeanutError
-from .qgroup import StepTimer, _empty, kernels
+from .qgroup import MAX_READ_LENGTH, StepTimer, _empty, _zeros, kernels
 
 DEFAULT_COLLAPSE_GAP = 8
 EMIT_BLOCK = 32  # raw hits per work-item of the emit pass
-# Key bits per radix-sort pass.  3 beats 4 on an H200 (49 M keys of 43 bits: 28 ms vs 52 ms) although it
-# needs 15 passes instead of 11: each pass scans 8 instead of 16 int32 counters per key; it also halves the
-# scan scratch and stays clear of pyopencl's scan assertion (see sort_length).  PoCL: about equal.
+SORT_BLOCK = 16  # slot entries sorted by insertion before the merge passes
+# Key bits per radix-sort pass of the interval merge (only for a read strand with more hits than a window).
 RADIX_BITS = 3
-# Device bytes per raw hit of a window: key 8, its sorted copy 8, the radix sort's scan scratch 32 (one
-# 8-counter int32 scan item per key at 3 bits per pass), cluster starts 4, candidates up to 16, slack.
-BYTES_PER_HIT = 80
+# Device bytes per raw hit of a window: its diagonal 4, the slot sort's scratch 4, candidates up to 16 (one
+# per hit at worst), slack.
+BYTES_PER_HIT = 32
 HIT_SHARE = 0.5  # of the memory left free by the reference, the read buffer and its index
-MAX_WINDOW = (1 << 31) - 1  # int32 index of pyopencl's scans and RadixSort
+MAX_WINDOW = (1 << 31) - 1  # int32 index of pyopencl's scans; uint32 slot offsets
 
 _cache = weakref.WeakKeyDictionary()
+
+# A counting pass over one chunk: kernel arguments naming its work-items (``work``, ``extra``), the present
+# kmers (device list, count) it ran over, the hit offsets per work-item and the chunk's hits.
+_Pass = namedtuple("_Pass", "chunk work extra present offsets n_hits")
+
+
+# ---------------------------------------------------------------- the votes threshold (q-gram lemma)
+
+def guaranteed_errors(n, q, step=1):
+    """e_g: the most edits for which every occurrence of a read of length ``n`` yields a raw hit, or -1.
+
+    e edits leave at most e + 1 error-free pieces of the read with n - e bases or more in total; a piece of
+    length q + step - 1 holds a q-gram at a sampled reference position.  So e_g = floor((n - q - step + 1) /
+    (q + step - 1)): floor((n - q) / q) at step 1.
+    """
+    return max(-1, (n - q - step + 1) // (q + step - 1))
+
+
+def guaranteed_votes(n, q, step, errors, collapse_gap=DEFAULT_COLLAPSE_GAP):
+    """Votes that the candidate covering an occurrence with ``errors`` edits is guaranteed to have.
+
+    q-gram lemma: at least P = n - q + 1 - errors * q read q-grams avoid every edit.  They form at most
+    errors + 1 runs of consecutive read offsets, each on one diagonal with consecutive reference positions,
+    of which a run of L holds at least floor(L / step) sampled ones: at least ceil((P - (errors + 1) *
+    (step - 1)) / step) raw hits.  Their diagonals lie within the net indel drift; two of them separated by
+    more than ``collapse_gap`` need that many indels in between, so they fall into at most
+    floor(errors / (collapse_gap + 1)) + 1 candidates, the largest of which has at least its share.
+    Each read q-gram whose value the reference masked as repetitive can cost one of these hits
+    (``filter_reference`` lowers the threshold accordingly when it knows the masked values).
+    """
+    preserved = n - q + 1 - errors * q
+    hits = max(0, -(-(preserved - (errors + 1) * (step - 1)) // step))
+    pieces = errors // (collapse_gap + 1) + 1
+    return -(-hits // pieces)
+
+
+def votes_threshold(n, q, step=1, collapse_gap=DEFAULT_COLLAPSE_GAP):
+    """t(n): the largest votes threshold that keeps the guarantee of threshold 1 (every occurrence with at
+    most ``guaranteed_errors(n, q, step)`` edits keeps a candidate).  1 where nothing is guaranteed."""
+    e_g = guaranteed_errors(n, q, step)
+    if e_g < 0:
+        return 1
+    return max(1, min(guaranteed_votes(n, q, step, e, collapse_gap) for e in range(e_g + 1)))
+
+
+def min_votes_table(min_votes, q, step=1, collapse_gap=DEFAULT_COLLAPSE_GAP, max_length=MAX_READ_LENGTH):
+    """uint32 threshold per read-strand length 0..max_length: ``votes_threshold`` for None/"auto", else the
+    fixed int ``min_votes``."""
+    if min_votes is None or min_votes == "auto":
+        return np.array([votes_threshold(n, q, step, collapse_gap) for n in range(max_length + 1)], np.uint32)
+    if isinstance(min_votes, (bool, str)) or int(min_votes) != min_votes or min_votes < 1:
+        raise PeanutError(f"min_votes must be 'auto' or a positive integer, got {min_votes!r}")
+    return np.full(max_length + 1, int(min_votes), np.uint32)
 
 
 def _tools(device):
@@ -45,15 +99,19 @@ def _tools(device):
             input_expr="counts[i]", scan_expr="a + b", neutral="0",
             output_statement="offsets[i] = prev_item; if (i == N - 1) total[0] = item;",
         ),
-        # Sorted keys: a cluster starts at the first hit of a read strand or after a diagonal step > gap.
-        "raw_clusters": GenericScanKernel(
+        # Slot of each read strand (with a closing entry) and its fill cursor.
+        "slot_starts": GenericScanKernel(
             ctx, np.uint32,
-            arguments="__global const ulong *keys, __global uint *first, __global uint *n_out, "
-            "const ulong gap, const uint diag_bits",
-            input_expr="(i == 0 || (keys[i] >> diag_bits) != (keys[i - 1] >> diag_bits) "
-            "|| keys[i] - keys[i - 1] > gap) ? 1 : 0",
-            scan_expr="a + b", neutral="0",
-            output_statement="if (item != prev_item) first[prev_item] = i; if (i == N - 1) n_out[0] = item;",
+            arguments="__global const uint *hits, __global uint *start, __global uint *cursor",
+            input_expr="hits[i]", scan_expr="a + b", neutral="0",
+            output_statement="start[i] = prev_item; cursor[i] = prev_item;",
+        ),
+        # First candidate of each slot; the total is the number of candidates.
+        "cand_starts": GenericScanKernel(
+            ctx, np.uint32,
+            arguments="__global const uint *n_kept, __global uint *start, __global uint *total",
+            input_expr="n_kept[i]", scan_expr="a + b", neutral="0",
+            output_statement="start[i] = prev_item; if (i == N - 1) total[0] = item;",
         ),
         # Intervals sorted by (rs, lo): largest hi so far within the read strand, before entry i.
         "running_hi": GenericScanKernel(
@@ -71,8 +129,28 @@ def _tools(device):
             scan_expr="a + b", neutral="0",
             output_statement="if (item != prev_item) first[prev_item] = i; if (i == N - 1) n_out[0] = item;",
         ),
-        "sort_keys": RadixSort(ctx, "__global ulong *keys", "keys[i]", ["keys"], bits_at_a_time=RADIX_BITS,
-                               key_dtype=np.uint64),
+        # The votes threshold applied to merged candidates, keeping their order (as slot_threshold in filter.cl).
+        "keep_votes": GenericScanKernel(
+            ctx, np.uint32,
+            arguments="__global const uint *rs, __global const uint *lo, __global const uint *hi, "
+            "__global const uint *votes, __global const uint *rs_start, __global const uint *min_votes, "
+            "__global const uint *masked_per_rs, const uint use_masked, "
+            "__global uint *o_rs, __global uint *o_lo, __global uint *o_hi, __global uint *o_votes, "
+            "__global uint *n_out",
+            preamble="""
+            inline uint votes_needed(__global const uint *rs_start, __global const uint *min_votes,
+                                     __global const uint *masked_per_rs, uint use_masked, uint rs)
+            {
+                uint t = min_votes[rs_start[rs + 1] - rs_start[rs]];
+                if (use_masked) t = t > masked_per_rs[rs] ? t - masked_per_rs[rs] : 1u;
+                return max(t, 1u);
+            }
+            """,
+            input_expr="votes[i] >= votes_needed(rs_start, min_votes, masked_per_rs, use_masked, rs[i]) ? 1 : 0",
+            scan_expr="a + b", neutral="0",
+            output_statement="if (item != prev_item) { o_rs[prev_item] = rs[i]; o_lo[prev_item] = lo[i]; "
+            "o_hi[prev_item] = hi[i]; o_votes[prev_item] = votes[i]; } if (i == N - 1) n_out[0] = item;",
+        ),
         "sort_intervals": RadixSort(
             ctx, "__global uint *rs, __global uint *lo, __global uint *hi, __global uint *votes, const uint diag_bits",
             "(((ulong)rs[i]) << diag_bits) | lo[i]", ["rs", "lo", "hi", "votes"], bits_at_a_time=RADIX_BITS,
@@ -110,9 +188,10 @@ class Candidates:
     """Candidate diagonals per read strand, sorted by (rs, diag_lo).
 
     Device uint32 arrays ``rs``, ``diag_lo``, ``diag_hi``, ``votes`` (the first ``n`` entries are valid);
-    counts for benchmarks: ``n_raw_hits``, ``n_ranges`` (read-strand ranges), ``n_chunks`` (table chunks
-    emitted), ``n_windows`` (sorted key buffers); ``timings`` (seconds per step when
-    profiled); ``raw`` (host dict of sorted raw ``rs``/``diag`` when filtration ran with ``keep_raw``).
+    counts for benchmarks: ``n_raw_hits``, ``n_collapsed`` (candidates before the votes threshold),
+    ``n_ranges`` (read-strand ranges), ``n_chunks`` (table chunks emitted), ``n_windows`` (hit windows
+    sorted); ``timings`` (seconds per step when profiled); ``raw`` (host dict of sorted raw ``rs``/``diag``
+    when filtration ran with ``keep_raw``).
     """
 
     FIELDS = ("rs", "diag_lo", "diag_hi", "votes")
@@ -121,6 +200,7 @@ class Candidates:
         self.n = int(n)
         self.rs, self.diag_lo, self.diag_hi, self.votes = rs, diag_lo, diag_hi, votes
         self.n_raw_hits = 0
+        self.n_collapsed = self.n
         self.n_chunks = 0
         self.n_windows = 0
         self.n_ranges = 0
@@ -139,39 +219,55 @@ def hit_window(device, used_bytes):
     """Raw hits per emit window: the device memory not used by the reference, the reads and their index."""
     free = 0.75 * device.global_mem - used_bytes
     n = int(HIT_SHARE * free // BYTES_PER_HIT)
-    return max(1 << 16, min(n, device.max_alloc // 8, MAX_WINDOW))
+    return max(1 << 16, min(n, device.max_alloc // 4, MAX_WINDOW))
 
 
 def filter_reference(device, resident, qgroup_index, read_buffer, collapse_gap=DEFAULT_COLLAPSE_GAP,
-                     max_hits_per_pass=None, max_kmers_per_chunk=None, per_position=False, keep_raw=False,
-                     profile=False):
+                     min_votes=None, masked_kmers=None, max_hits_per_pass=None, max_kmers_per_chunk=None,
+                     per_position=False, keep_raw=False, profile=False):
     """Candidates of every read strand of ``read_buffer`` against the whole reference.
 
     Raw hits whose diagonals (same read strand) follow each other within ``collapse_gap`` become one
-    candidate ``[diag_lo, diag_hi]`` with ``votes`` = number of raw hits.  ``max_hits_per_pass`` and
-    ``max_kmers_per_chunk`` bound the device memory (defaults from the device); ``per_position`` uses one
-    work-item per reference position instead of per kmer (same hits); ``keep_raw`` copies the sorted raw
-    hits to the host (for tests); ``profile`` fills ``timings``.
+    candidate ``[diag_lo, diag_hi]`` with ``votes`` = number of raw hits.  Candidates with fewer votes than
+    ``min_votes`` are dropped: None or "auto" = ``votes_threshold`` of the read strand's length (keeps the
+    q-gram lemma's guarantee, see docs/core.md), an int = that threshold for all (1 keeps everything).
+    ``masked_kmers`` (sorted q-gram values the reference index masked as repetitive; default
+    ``resident.masked_kmers`` when it exists): the automatic threshold of a read strand is lowered by the
+    number of its q-grams among them, which keeps the guarantee inside masked repeats.
+    ``max_hits_per_pass`` and ``max_kmers_per_chunk`` bound the device memory (defaults from the device);
+    ``per_position`` uses one work-item per reference position instead of per kmer (same hits);
+    ``keep_raw`` copies the sorted raw hits to the host (for tests); ``profile`` fills ``timings``.
     """
     if resident.q != qgroup_index.q:
         raise PeanutError(f"reference index has q={resident.q} but the read index was built with q={qgroup_index.q}")
-    return _Filtration(device, resident, qgroup_index, read_buffer, collapse_gap, max_hits_per_pass,
-                       max_kmers_per_chunk, per_position, keep_raw, profile).run()
+    table = min_votes_table(min_votes, resident.q, resident.step, collapse_gap)
+    if masked_kmers is None:
+        masked_kmers = getattr(resident, "masked_kmers", None)
+    if min_votes not in (None, "auto") or masked_kmers is None or len(masked_kmers) == 0:
+        masked_kmers = None
+    return _Filtration(device, resident, qgroup_index, read_buffer, collapse_gap, table, masked_kmers,
+                       max_hits_per_pass, max_kmers_per_chunk, per_position, keep_raw, profile).run()
 
 
 class _Filtration:
     """One filtration of a read buffer.
 
     The read strands are processed in ranges whose raw hits fit one window of device memory (normally a
-    single range, all strands).  Per range, every chunk of the q-gram table emits its hits into one key
-    buffer, which is sorted and collapsed once: ranges never share a read strand, so their candidates are
-    final and simply concatenated in rs order.  Only a single read strand with more hits than a window is
-    emitted in several windows whose candidates are then merged (see ``_merge``).
+    single range, all strands).  The counting pass sizes one slot per read strand of the range; every chunk
+    of the q-gram table emits its hits into the slots, which are then sorted and collapsed per read strand.
+    Ranges never share a read strand, so their candidates are final and simply concatenated in rs order.
+    Only a single read strand with more hits than a window is emitted in several windows whose candidates
+    are then merged (see ``_merge``) before the votes threshold applies.
     """
 
-    def __init__(self, device, resident, qi, rb, gap, max_hits, max_kmers, per_position, keep_raw, profile):
+    def __init__(self, device, resident, qi, rb, gap, table, masked_kmers, max_hits, max_kmers, per_position,
+                 keep_raw, profile):
+        import pyopencl.array as cla
+
         self.device, self.resident, self.qi, self.rb = device, resident, qi, rb
         self.gap, self.per_position, self.keep_raw = int(gap), per_position, keep_raw
+        if not 0 <= self.gap < 1 << 32:
+            raise PeanutError(f"collapse gap must lie in 0..2^32-1, got {gap}")
         used = resident.device_bytes + qi.device_bytes + rb.device_bytes
         self.window = max(1, min(int(max_hits or hit_window(device, used)), MAX_WINDOW))
         self.max_kmers = int(max_kmers or max(1, min(self.window // 2, MAX_WINDOW)))
@@ -180,122 +276,171 @@ class _Filtration:
         if self.key_bits > 64:
             raise PeanutError("filtration: read strand id and diagonal do not fit one 64-bit key")
         self.knl = kernels(device, "filter", Q=qi.q, SAMPLE_S=int(qi.sample_s), STARTS_T=resident.starts_ctype,
-                           EMIT_BLOCK=EMIT_BLOCK)
+                           EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
         self.tools = _tools(device)
         self.step = StepTimer(device.queue, profile)
+        self.thresholds = (table > 1).any()
+        self.min_votes = cla.to_device(device.queue, table, allocator=device.pool)
+        self.no_threshold = None  # threshold 1 for the windows of one read strand, uploaded when needed
+        self.masked_per_rs = None
+        if masked_kmers is not None and rb.n_rs:
+            masked = cla.to_device(device.queue, np.ascontiguousarray(masked_kmers, dtype=np.uint32),
+                                   allocator=device.pool)
+            self.masked_per_rs = _zeros(device, rb.n_rs, np.uint32)
+            device.launch(self.knl.count_masked, len(masked), masked.data, np.uint32(len(masked)), qi.I.data,
+                          qi.S.data, qi.Sp.data, qi.O.data, rb.pos_rs.data, self.masked_per_rs.data)
+        # (array, flag) for the threshold of the slots and of keep_votes: the counts, or unused.
+        self.masked_args = ((self.masked_per_rs, np.uint32(1)) if self.masked_per_rs is not None
+                            else (self.min_votes, np.uint32(0)))
         self.total = _empty(device, 1, np.uint64)
         self.raw_parts = []
-        self.n_raw = self.n_chunks = self.n_windows = self.n_ranges = 0
+        self.n_raw = self.n_collapsed = self.n_chunks = self.n_windows = self.n_ranges = 0
 
     # ---- one chunk of the q-gram table
-    def _table(self, chunk):
-        """Kernel arguments naming the chunk, the number of work-items of the counting pass, the kernels."""
-        table = (chunk.kmers.data, chunk.starts.data, np.uint64(chunk.k_base), np.uint32(chunk.n_kmers))
-        if not self.per_position:
-            return table, (), chunk.n_kmers, self.knl.count_hits, self.knl.emit_hits
-        first = int(chunk.starts[chunk.k_base : chunk.k_base + 1].get()[0])
-        end = int(chunk.starts[chunk.k_base + chunk.n_kmers : chunk.k_base + chunk.n_kmers + 1].get()[0])
-        extra = (np.uint64(first), np.uint32(end - first))
-        return table, extra, end - first, self.knl.count_hits_by_position, self.knl.emit_hits_by_position
-
-    def _count(self, chunk, text_range):
-        """Counting pass and prefix sum (Algorithm 2, lines 1-6): per-item hit offsets and the chunk's total."""
-        qi = self.qi
-        table, extra, n_items, count_knl, _ = self._table(chunk)
+    def _count(self, chunk, r0, r1, rs_hits=None):
+        """Counting pass and prefix sum (Algorithm 2, lines 1-6) of one chunk: a :class:`_Pass` with the hit
+        offsets per work-item and the chunk's total; with ``rs_hits``, the chunk's hits are also added to the
+        slot sizes of read strands r0 .. r1 - 1."""
+        device, knl, qi = self.device, self.knl, self.qi
+        k_base = np.uint64(chunk.k_base)
+        present = None
+        if self.per_position:
+            first = int(chunk.starts[chunk.k_base : chunk.k_base + 1].get()[0])
+            end = int(chunk.starts[chunk.k_base + chunk.n_kmers : chunk.k_base + chunk.n_kmers + 1].get()[0])
+            work = (k_base, np.uint32(chunk.n_kmers))
+            extra, n_items = (np.uint64(first), np.uint32(end - first)), end - first
+            count_knl = knl.count_hits_by_position
+        else:
+            present = (_empty(device, chunk.n_kmers, np.uint32), _zeros(device, 1, np.uint32))
+            device.launch(knl.present_kmers, chunk.n_kmers, chunk.kmers.data, k_base, np.uint32(chunk.n_kmers),
+                          qi.I.data, *(a.data for a in present))
+            present = (present[0], int(present[1].get()[0]))
+            work = (k_base, present[0].data, np.uint32(present[1]))
+            extra, n_items = (), present[1]
+            count_knl = knl.count_hits
         if n_items == 0:
-            return None, 0
-        index = (qi.I.data, qi.S.data, qi.Sp.data, qi.O.data, *text_range)
-        counts = _empty(self.device, n_items, np.uint64)
-        self.device.launch(count_knl, n_items, *table, *index, *extra, counts.data)
-        offsets = _empty(self.device, n_items, np.uint64)
-        self.tools["hit_offsets"](counts, offsets, self.total, size=n_items, queue=self.device.queue)
+            return _Pass(chunk, work, extra, present, None, 0)
+        counts = _empty(device, n_items, np.uint64)
+        device.launch(count_knl, n_items, chunk.kmers.data, chunk.starts.data, *work, *self._index(r0, r1), *extra,
+                      self.rb.pos_rs.data, np.uint32(r0), np.uint32(rs_hits is not None),
+                      (rs_hits if rs_hits is not None else counts).data, counts.data)
+        offsets = _empty(device, n_items, np.uint64)
+        self.tools["hit_offsets"](counts, offsets, self.total, size=n_items, queue=device.queue)
         n_hits = int(self.total.get()[0])
         self.step("count")
-        return offsets, n_hits
+        return _Pass(chunk, work, extra, present, offsets, n_hits)
 
-    def _emit(self, chunk, text_range, offsets, w0, w1, keys, out_base):
-        qi, rb = self.qi, self.rb
-        table, extra, n_items, _, emit_knl = self._table(chunk)
-        index = (qi.I.data, qi.S.data, qi.Sp.data, qi.O.data, *text_range)
-        items = n_items if self.per_position else -(-(w1 - w0) // EMIT_BLOCK)
-        self.device.launch(emit_knl, items, *table, *index, *extra, chunk.positions.data, rb.pos_rs.data,
-                           rb.rs_start.data, offsets.data, np.uint64(w0), np.uint64(w1), np.uint32(self.diag_bits),
-                           keys.data, np.uint64(out_base))
+    def _emit(self, p, r0, r1, w0, w1, cursor, diags):
+        """Emit pass for the hits numbered [w0, w1) of the counted chunk ``p`` into the slots."""
+        if self.per_position:
+            knl, items = self.knl.emit_hits_by_position, int(p.extra[1])
+        else:
+            knl, items = self.knl.emit_hits, -(-(w1 - w0) // EMIT_BLOCK)
+        chunk = p.chunk
+        self.device.launch(knl, items, chunk.kmers.data, chunk.starts.data, *p.work, *self._index(r0, r1), *p.extra,
+                           chunk.positions.data, self.rb.pos_rs.data, self.rb.rs_start.data, p.offsets.data,
+                           np.uint64(w0), np.uint64(w1), np.uint32(r0), cursor.data, diags.data)
         self.step("emit")
 
-    def _keys(self, n):
-        """A key buffer for n hits, padded with keys that sort last where pyopencl's scan needs it."""
-        m = sort_length(self.tools["sort_keys"], n)
-        keys = _empty(self.device, m, np.uint64)
-        if m > n:
-            keys[n:].fill(np.uint64((1 << self.key_bits) - 1))
-        return keys
-
-    def _sort_collapse(self, keys, n):
-        (keys,), _ = self.tools["sort_keys"](keys, key_bits=self.key_bits, allocator=self.device.pool,
-                                             queue=self.device.queue)
-        self.step("sort")
-        if self.keep_raw:
-            self.raw_parts.append(keys.get()[:n])
-        part = _collapse_raw(self.device, self.knl, self.tools, keys, n, self.gap, self.diag_bits)
-        self.n_windows += 1
-        self.step("collapse")
-        return part
+    def _index(self, r0, r1):
+        rs_start = self.rb.rs_start_host
+        qi = self.qi
+        return qi.I.data, qi.S.data, qi.Sp.data, qi.O.data, np.uint32(rs_start[r0]), np.uint32(rs_start[r1])
 
     # ---- one range of read strands
-    def _text_range(self, r0, r1):
-        rs_start = self.rb.rs_start_host
-        return np.uint32(rs_start[r0]), np.uint32(rs_start[r1])
-
     def _count_range(self, r0, r1):
-        text_range = self._text_range(r0, r1)
-        total = 0
+        """Raw hits of read strands [r0, r1): the total, the hits per read strand (uint32, with a closing 0;
+        valid when the total fits a window) and, when the table is one chunk, that chunk and its offsets."""
+        rs_hits = _zeros(self.device, r1 - r0 + 1, np.uint32)
+        total, passes = 0, []
         for chunk in self.resident.qgram_chunks(self.max_kmers):
             self.step("upload")
-            total += self._count(chunk, text_range)[1]
-        return total
+            p = self._count(chunk, r0, r1, rs_hits)
+            total += p.n_hits
+            passes = [p] if not passes else [None]  # keep only a single chunk's pass
+        return total, rs_hits, passes[0] if len(passes) == 1 and passes[0] is not None else None
 
-    def _emit_range(self, r0, r1, total):
-        """Candidates of read strands [r0, r1), which have ``total`` raw hits."""
-        text_range = self._text_range(r0, r1)
-        self.n_ranges += 1
-        if total <= self.window:
-            keys = self._keys(total)
-            fill = 0
-            for chunk in self.resident.qgram_chunks(self.max_kmers):
-                self.step("upload")
-                self.n_chunks += 1
-                offsets, n = self._count(chunk, text_range)
-                if n:
-                    self._emit(chunk, text_range, offsets, 0, n, keys, fill)
-                    fill += n
-            return self._sort_collapse(keys, total)
-        # One read strand with more hits than a window: windows over each chunk's hits, merged per strand.
-        parts = []
+    def _passes(self, r0, r1, counted):
+        """The counting pass of every chunk of the table, reusing a single chunk's pass."""
+        if counted is not None:
+            self.n_chunks += 1
+            yield counted
+            return
         for chunk in self.resident.qgram_chunks(self.max_kmers):
             self.step("upload")
             self.n_chunks += 1
-            offsets, n = self._count(chunk, text_range)
-            for w0 in range(0, n, self.window):
-                w1 = min(n, w0 + self.window)
-                keys = self._keys(w1 - w0)
-                self._emit(chunk, text_range, offsets, w0, w1, keys, 0)
-                parts.append(self._sort_collapse(keys, w1 - w0))
+            yield self._count(chunk, r0, r1)
+
+    def _slots(self, r0, r1, total, rs_hits, counted):
+        """Candidates of read strands [r0, r1), which have ``total`` <= window raw hits."""
+        n_slots = r1 - r0
+        slot_start = _empty(self.device, n_slots + 1, np.uint32)
+        cursor = _empty(self.device, n_slots + 1, np.uint32)
+        self.tools["slot_starts"](rs_hits, slot_start, cursor, size=n_slots + 1, queue=self.device.queue)
+        diags = _empty(self.device, total, np.uint32)
+        for p in self._passes(r0, r1, counted):
+            if p.n_hits:
+                self._emit(p, r0, r1, 0, p.n_hits, cursor, diags)
+        del counted, cursor
+        return self._collapse(r0, n_slots, slot_start, diags, total, self.min_votes)
+
+    def _collapse(self, r0, n_slots, slot_start, diags, total, min_votes):
+        self.n_windows += 1
+        masked = self.masked_args if min_votes is self.min_votes else None
+        return collapse_slots(self.device, self.knl, self.tools, diags, total, slot_start, n_slots,
+                              self.rb.rs_start, r0, min_votes, self.gap, step=self.step,
+                              raw=self.raw_parts if self.keep_raw else None, count_all=self.thresholds,
+                              masked=masked)
+
+    def _windows(self, r0, total):
+        """Candidates of the single read strand r0, whose ``total`` raw hits exceed a window: windows of hit
+        numbers per chunk are sorted and collapsed as one slot each, merged, then thresholded."""
+        import pyopencl.array as cla
+
+        if self.no_threshold is None:
+            self.no_threshold = cla.to_device(self.device.queue, np.ones_like(self.min_votes.get()),
+                                              allocator=self.device.pool)
+        parts = []
+        for p in self._passes(r0, r0 + 1, None):
+            for w0 in range(0, p.n_hits, self.window):
+                w1 = min(p.n_hits, w0 + self.window)
+                slot_start = cla.to_device(self.device.queue, np.array([0, w1 - w0], np.uint32),
+                                           allocator=self.device.pool)
+                cursor = _zeros(self.device, 1, np.uint32)
+                diags = _empty(self.device, w1 - w0, np.uint32)
+                self._emit(p, r0, r0 + 1, w0, w1, cursor, diags)
+                parts.append(self._collapse(r0, 1, slot_start, diags, w1 - w0, self.no_threshold))
                 if len(parts) > 1 and sum(p.n for p in parts) > self.window:
                     parts = [self._merge(parts)]
-        return self._merge(parts) if len(parts) > 1 else parts[0]
+        merged = self._merge(parts) if len(parts) > 1 else parts[0]
+        return self._threshold(merged)
 
     def _merge(self, parts):
         merged = _merge(self.device, self.knl, self.tools, parts, self.gap, self.diag_bits, self.key_bits)
         self.step("merge")
         return merged
 
+    def _threshold(self, cand):
+        """Merged candidates of one read strand with the votes threshold applied."""
+        cand.n_collapsed = cand.n
+        if not self.thresholds or cand.n == 0:
+            return cand
+        out = [_empty(self.device, cand.n, np.uint32) for _ in range(4)]
+        n_out = _empty(self.device, 1, np.uint32)
+        self.tools["keep_votes"](cand.rs, cand.diag_lo, cand.diag_hi, cand.votes, self.rb.rs_start,
+                                 self.min_votes, *self.masked_args, *out, n_out, size=cand.n,
+                                 queue=self.device.queue)
+        kept = Candidates(int(n_out.get()[0]), *out)
+        kept.n_collapsed = cand.n
+        self.step("merge")
+        return kept
+
     def run(self):
         parts = []
         ranges = [(0, self.rb.n_rs)]  # a stack, popped in ascending rs order
         while ranges:
             r0, r1 = ranges.pop()
-            total = self._count_range(r0, r1)
+            total, rs_hits, counted = self._count_range(r0, r1)
             if total == 0:
                 continue
             if total > self.window and r1 - r0 > 1:
@@ -306,16 +451,61 @@ class _Filtration:
                 ranges.extend(reversed(list(zip(bounds[:-1], bounds[1:]))))
                 continue
             self.n_raw += total
-            parts.append(self._emit_range(r0, r1, total))
+            self.n_ranges += 1
+            if total <= self.window:
+                part = self._slots(r0, r1, total, rs_hits, counted)
+            else:
+                del counted
+                part = self._windows(r0, total)
+            self.n_collapsed += part.n_collapsed
+            parts.append(part)
         result = _concatenate(self.device, parts)
         result.n_raw_hits, result.n_chunks, result.n_windows = self.n_raw, self.n_chunks, self.n_windows
-        result.n_ranges = self.n_ranges
+        result.n_ranges, result.n_collapsed = self.n_ranges, self.n_collapsed
         result.timings = self.step.times
         if self.keep_raw:
-            keys = np.sort(np.concatenate(self.raw_parts)) if self.raw_parts else np.zeros(0, np.uint64)
-            result.raw = {"rs": (keys >> np.uint64(self.diag_bits)).astype(np.uint32),
-                          "diag": (keys & np.uint64((1 << self.diag_bits) - 1)).astype(np.uint32)}
+            if self.raw_parts:
+                rs = np.concatenate([p[0] for p in self.raw_parts])
+                diag = np.concatenate([p[1] for p in self.raw_parts])
+                order = np.lexsort((diag, rs))
+                rs, diag = rs[order], diag[order]
+            else:
+                rs = diag = np.zeros(0, np.uint32)
+            result.raw = {"rs": rs, "diag": diag}
         return result
+
+
+def collapse_slots(device, knl, tools, diags, total, slot_start, n_slots, rs_start, r0, min_votes, gap, step=None,
+                   raw=None, count_all=True, masked=None):
+    """Slots of raw diagonals -> candidates.  Slot s (read strand r0 + s) is ``diags[slot_start[s] ..
+    slot_start[s + 1])``; each is sorted in place (``knl.sort_slots``, scratch of ``total`` entries) and its
+    clusters with at least ``min_votes[length of the read strand]`` votes are written in (rs, diag_lo) order.
+    ``n_collapsed`` of the result counts all clusters (when ``count_all``); with a list ``raw``, the sorted
+    raw hits are appended to it as host arrays (rs, diag).  ``masked``: (masked q-grams per read strand,
+    flag) lowering the thresholds (see ``slot_threshold`` in filter.cl), or None."""
+    step = step or (lambda name: None)
+    scratch = _empty(device, total, np.uint32)
+    n_kept = _zeros(device, n_slots + 1, np.uint32)
+    n_all = _empty(device, n_slots, np.uint32)
+    masked_per_rs, use_masked = masked or (min_votes, np.uint32(0))
+    common = (slot_start.data, np.uint32(n_slots), rs_start.data, np.uint32(r0), min_votes.data,
+              masked_per_rs.data, use_masked, np.uint32(gap))
+    device.launch(knl.sort_slots, n_slots, diags.data, scratch.data, *common, n_kept.data, n_all.data)
+    del scratch
+    step("sort")
+    if raw is not None:
+        sizes = np.diff(slot_start.get()[: n_slots + 1].astype(np.int64))
+        raw.append((np.repeat(np.arange(r0, r0 + n_slots, dtype=np.uint32), sizes), diags.get()[:total]))
+    cand_start = _empty(device, n_slots + 1, np.uint32)
+    n_out = _empty(device, 1, np.uint32)
+    tools["cand_starts"](n_kept, cand_start, n_out, size=n_slots + 1, queue=device.queue)
+    n_c = int(n_out.get()[0])
+    out = [_empty(device, n_c, np.uint32) for _ in range(4)]
+    device.launch(knl.write_candidates, n_slots, diags.data, *common, cand_start.data, *(a.data for a in out))
+    part = Candidates(n_c, *out)
+    part.n_collapsed = int(n_all.get()[:n_slots].sum(dtype=np.int64)) if count_all else n_c
+    step("collapse")
+    return part
 
 
 def _concatenate(device, parts):
@@ -330,18 +520,6 @@ def _concatenate(device, parts):
     cols = [cla.concatenate([getattr(p, f)[: p.n] for p in parts], queue=device.queue, allocator=device.pool)
             for f in Candidates.FIELDS]
     return Candidates(sum(p.n for p in parts), *cols)
-
-
-def _collapse_raw(device, knl, tools, keys, n, gap, diag_bits):
-    """Sorted raw hit keys -> candidates (single-linkage of diagonals within ``gap``, per read strand)."""
-    first = _empty(device, n, np.uint32)
-    n_out = _empty(device, 1, np.uint32)
-    tools["raw_clusters"](keys, first, n_out, np.uint64(gap), np.uint32(diag_bits), size=n, queue=device.queue)
-    n_c = int(n_out.get()[0])
-    out = [_empty(device, n_c, np.uint32) for _ in range(4)]
-    device.launch(knl.collapse_raw, n_c, keys.data, np.uint32(n), first.data, np.uint32(n_c), np.uint32(diag_bits),
-                  *(a.data for a in out))
-    return Candidates(n_c, *out)
 
 
 def _merge(device, knl, tools, parts, gap, diag_bits, key_bits):

@@ -18,6 +18,7 @@ from .errors import PeanutError
 
 MAX_READ_LENGTH = 1024
 W = 32  # bits per word of I (the paper's w)
+GROUP_BLOCK = 1024  # groups (words of I) per block of the S computation; even, for the sampled S
 # Text positions index pyopencl scans and RadixSorts whose index type is int32.
 MAX_TEXT = (1 << 31) - 1
 
@@ -26,31 +27,21 @@ QGroupHost = namedtuple("QGroupHost", "I S S_prime O")
 _scan_cache = weakref.WeakKeyDictionary()
 
 
-def _scans(device, sample_s):
+def _scans(device):
     """Prefix-sum kernels of Algorithm 1, compiled once per device."""
     from pyopencl.scan import GenericScanKernel
 
-    per_device = _scan_cache.setdefault(device, {})
-    key = ("S", bool(sample_s))
-    if key not in per_device:
-        # Sampled, S holds the prefix sum at even groups only: scan over pairs of groups read as one ulong,
-        # half as many elements as groups.
-        word = "ulong" if sample_s else "uint"
-        per_device[key] = GenericScanKernel(
+    per_device = _scan_cache.get(device)
+    if per_device is None:
+        # Counts -> exclusive prefix sum with a closing entry (the input's last element is 0) and a copy:
+        # S' and its fill cursor start out equal, and so do the block starts of S (copy unused).
+        per_device = _scan_cache[device] = GenericScanKernel(
             device.context, np.uint32,
-            arguments=f"__global const {word} *I, __global uint *S, __global uint *total",
-            input_expr="popcount(I[i])", scan_expr="a + b", neutral="0",
-            output_statement="S[i] = prev_item; if (i == N - 1) total[0] = item;",
-        )
-    if "Sp" not in per_device:
-        # S' and the fill cursor start out equal; writing both saves a copy.
-        per_device["Sp"] = GenericScanKernel(
-            device.context, np.uint32,
-            arguments="__global const uint *counts, __global uint *Sp, __global uint *cursor",
+            arguments="__global const uint *counts, __global uint *starts, __global uint *copy",
             input_expr="counts[i]", scan_expr="a + b", neutral="0",
-            output_statement="Sp[i] = prev_item; cursor[i] = prev_item;",
+            output_statement="starts[i] = prev_item; copy[i] = prev_item;",
         )
-    return per_device[key], per_device["Sp"]
+    return per_device
 
 
 _kernel_cache = weakref.WeakKeyDictionary()
@@ -170,40 +161,58 @@ class QGroupIndex:
                 f"q={q}: the q-group index needs {need / 2**20:.0f} MiB (I alone {self.n_groups * 4 / 2**20:.0f} MiB), "
                 f"more than this device offers ({device.max_alloc / 2**20:.0f} MiB per allocation); use a smaller q"
             )
-        knl = kernels(device, "qgroup", Q=q, SAMPLE_S=int(self.sample_s))
-        scan_S, scan_Sp = _scans(device, self.sample_s)
+        knl = kernels(device, "qgroup", Q=q, SAMPLE_S=int(self.sample_s), GROUP_BLOCK=GROUP_BLOCK)
+        scan = _scans(device)
         rb = read_buffer
-        text_args = (rb.text.data, rb.pos_rs.data, rb.rs_start.data, np.uint32(rb.n_text))
+        n_text = np.uint32(rb.n_text)
         step = StepTimer(device.queue, profile)
 
-        # Lines 1-4: one bit per present q-gram.
+        # Every q-gram value once; the value array later holds each position's slot for the fill.
+        value_slot = _empty(device, rb.n_text, np.uint32)
+        valid = _empty(device, rb.n_text, np.uint8)
+        device.launch(knl.qgram_values, rb.n_text, rb.text.data, rb.pos_rs.data, rb.rs_start.data, n_text,
+                      value_slot.data, valid.data)
+        step("q-grams")
+
+        # Lines 1-4: one bit per present q-gram, counted per block of groups.
         self.I = _zeros(device, self.n_groups, np.uint32)
+        n_blocks = -(-self.n_groups // GROUP_BLOCK)
+        block_count = _zeros(device, n_blocks + 1, np.uint32)
         step("zero I")
-        device.launch(knl.mark_groups, rb.n_text, *text_args, self.I.data)
+        device.launch(knl.mark_groups, rb.n_text, value_slot.data, valid.data, n_text, self.I.data,
+                      block_count.data)
         step("mark I")
 
-        # Lines 5-8: S = exclusive prefix sum of popcount(I); its total is the number of distinct q-grams.
+        # Lines 5-8: S = exclusive prefix sum of popcount(I), block by block; the blocks' total is the
+        # number of distinct q-grams.
+        block_start = _empty(device, n_blocks + 1, np.uint32)
+        scratch = _empty(device, n_blocks + 1, np.uint32)
+        scan(block_count, block_start, scratch, size=n_blocks + 1, queue=device.queue)
+        del block_count, scratch
         self.S = _empty(device, (self.n_groups + 1) // 2 if self.sample_s else self.n_groups, np.uint32)
-        total = _empty(device, 1, np.uint32)
-        scan_S(self.I.view(np.uint64) if self.sample_s else self.I, self.S, total, queue=device.queue)
-        self.n_distinct = int(total.get()[0])
+        device.launch(knl.group_starts, n_blocks, self.I.data, np.uint32(self.n_groups), block_start.data,
+                      np.uint32(n_blocks), self.S.data)
+        self.n_distinct = int(block_start[n_blocks : n_blocks + 1].get()[0])
+        del block_start
         step("scan S")
 
         # Lines 9-14: occurrences per distinct q-gram, then S' by a prefix sum (with a closing entry).
         counts = _zeros(device, self.n_distinct + 1, np.uint32)
-        device.launch(knl.count_occurrences, rb.n_text, *text_args, self.I.data, self.S.data, counts.data)
+        device.launch(knl.count_occurrences, rb.n_text, value_slot.data, valid.data, n_text, self.I.data,
+                      self.S.data, counts.data)
+        del valid
         step("count")
         self.Sp = _empty(device, self.n_distinct + 1, np.uint32)
         cursor = _empty(device, self.n_distinct + 1, np.uint32)
-        scan_Sp(counts, self.Sp, cursor, size=self.n_distinct + 1, queue=device.queue)
+        scan(counts, self.Sp, cursor, size=self.n_distinct + 1, queue=device.queue)
         del counts
         self.n_occurrences = int(self.Sp[self.n_distinct : self.n_distinct + 1].get()[0])
         step("scan S'")
 
         # Lines 15-20, then each q-gram's positions sorted so that O is deterministic.
         self.O = _empty(device, self.n_occurrences, np.uint32)
-        device.launch(knl.fill_occurrences, rb.n_text, *text_args, self.I.data, self.S.data, cursor.data,
-                      self.O.data)
+        device.launch(knl.fill_occurrences, rb.n_text, value_slot.data, n_text, cursor.data, self.O.data)
+        del value_slot
         step("fill O")
         device.launch(knl.sort_occurrences, self.n_distinct, self.Sp.data, np.uint32(self.n_distinct), self.O.data)
         step("sort O")
@@ -222,16 +231,18 @@ class QGroupIndex:
 
 def index_fixed_bytes(q, sample_s=True):
     """Device bytes of a q-group index that depend on q only, at the peak of its build: I (4^q / 8 bytes), S
-    (half or all of that again) and the scratch of pyopencl's scan while S is computed (as large as S)."""
+    (half or all of that again) and the block counts and starts of the S computation (8 bytes per block)."""
     i_bytes = 4**q // 8
     s_bytes = i_bytes // 2 if sample_s else i_bytes
-    return i_bytes + 2 * s_bytes
+    blocks = -(-(i_bytes // 4) // GROUP_BLOCK) + 1
+    return i_bytes + s_bytes + 8 * blocks
 
 
 # Device bytes per read base while a buffer is built (see docs/core.md, "buffer sizing"): codes 1, text 2,
-# pos_rs 8, O 8, and per distinct q-gram (at most one per text position, 2 per base) 4 bytes each of counts,
-# S', the fill cursor and the S' scan's scratch: 32.
-BUILD_BYTES_PER_BASE = 51
+# pos_rs 8, O 8, the q-gram value (later slot) of every text position 8 and its valid flag 2, and per
+# distinct q-gram (at most one per text position, 2 per base) 4 bytes each of counts, S', the fill cursor
+# and the S' scan's scratch: 32.
+BUILD_BYTES_PER_BASE = 61
 READ_SHARE = 0.5  # of the memory left after the reference and I + S; the rest is for hits and validation
 USABLE = 0.75  # of global memory: drivers, fragmentation and the pool's slack take the rest
 

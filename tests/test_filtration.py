@@ -1,4 +1,5 @@
-"""ResidentReference and filter_reference (Algorithm 2 + collapse) against brute-force q-gram matching."""
+"""ResidentReference and filter_reference (Algorithm 2 + collapse + votes threshold) against brute-force q-gram
+matching, and the sensitivity guarantee of the votes threshold (q-gram lemma) on planted reads."""
 import gzip
 import types
 
@@ -7,10 +8,17 @@ import pytest
 
 from peanut_py.device import Device
 from peanut_py.errors import PeanutError
-from peanut_py.filtration import filter_reference
-from peanut_py.qgroup import QGroupIndex, ReadBuffer
+from peanut_py.filtration import (
+    _tools,
+    collapse_slots,
+    filter_reference,
+    guaranteed_errors,
+    min_votes_table,
+    votes_threshold,
+)
+from peanut_py.qgroup import QGroupIndex, ReadBuffer, kernels
 from peanut_py.resident import ResidentReference
-from test_qgroup import _CODE, random_reads, read_fastq_codes, ref_qgrams, ref_text
+from test_qgroup import _CODE, read_fastq_codes, ref_qgrams, ref_text
 
 CONTIG_GAP = 1024
 
@@ -54,10 +62,11 @@ def build_reference(contigs, q, step, max_occ):
     kmers, first, counts = np.unique(g, return_index=True, return_counts=True)
     keep = counts <= max_occ
     kept = np.repeat(keep, counts)
+    masked = kmers[~keep].astype(np.uint32)
     kmers, counts = kmers[keep].astype(np.uint32), counts[keep]
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return dict(packed=packed, ambiguous=ambiguous, offsets=offsets, lengths=lengths, kmers=kmers,
-                kmer_starts=starts, positions=p[kept].astype(np.uint32), genome=genome)
+                kmer_starts=starts, positions=p[kept].astype(np.uint32), genome=genome, masked=masked)
 
 
 def brute_force_hits(ref, codes, offsets, q):
@@ -91,6 +100,25 @@ def collapse(rs, diag, gap):
     starts = np.flatnonzero(brk)
     return dict(rs=rs[starts], diag_lo=diag[starts], diag_hi=np.maximum.reduceat(diag, starts),
                 votes=np.diff(np.append(starts, len(rs))).astype(np.uint32))
+
+
+def apply_threshold(cand, offsets, table, masked_per_rs=None):
+    """Candidates whose votes reach table[length of their read strand] (both strands of read r have its length),
+    lowered by the read strand's masked q-grams (never below 1) when ``masked_per_rs`` is given."""
+    lengths = np.diff(np.asarray(offsets, dtype=np.int64))
+    need = table[lengths[cand["rs"] // 2]].astype(np.int64)
+    if masked_per_rs is not None:
+        need = np.maximum(1, need - masked_per_rs[cand["rs"]])
+    keep = cand["votes"] >= need
+    return {f: v[keep] for f, v in cand.items()}
+
+
+def masked_per_strand(codes, offsets, q, masked):
+    """Per read strand: how many of its q-grams (positions) have a masked value."""
+    text, rs_start, pos_rs = ref_text(codes, offsets)
+    g, t = ref_qgrams(text, rs_start, pos_rs, q)
+    hit = np.isin(g, masked.astype(np.uint64))
+    return np.bincount(pos_rs[t[hit]], minlength=len(rs_start) - 1).astype(np.int64)
 
 
 def assert_candidates_equal(got, want):
@@ -215,7 +243,7 @@ def test_sequence_too_large_for_device_is_an_error(planted):
 
 def test_raw_hits_and_candidates_match_brute_force(device, planted):
     p = planted
-    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, keep_raw=True)
+    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=1, keep_raw=True)
     np.testing.assert_array_equal(cand.raw["rs"], p["rs"])
     np.testing.assert_array_equal(cand.raw["diag"], p["diag"])
     assert cand.n_raw_hits == cand.raw_hits == len(p["rs"]) > 10_000
@@ -229,15 +257,15 @@ def test_raw_hits_and_candidates_match_brute_force(device, planted):
 @pytest.mark.parametrize("gap", [0, 3, 50])
 def test_collapse_gap(device, planted, gap):
     p = planted
-    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=gap)
+    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=gap, min_votes=1)
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], gap))
 
 
 def test_small_windows_and_chunks_give_identical_candidates(device, planted):
     p = planted
     want = collapse(p["rs"], p["diag"], 8)
-    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, max_hits_per_pass=5_000,
-                            max_kmers_per_chunk=301)
+    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=1,
+                            max_hits_per_pass=5_000, max_kmers_per_chunk=301)
     assert cand.n_ranges > 5 and cand.n_chunks > 10 * cand.n_ranges
     assert_candidates_equal(cand.to_host(), want)
 
@@ -248,8 +276,8 @@ def test_read_strand_with_more_hits_than_a_window(device, planted):
     p = planted
     per_strand = np.bincount(p["rs"])
     window = int(per_strand.max()) // 4
-    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, max_hits_per_pass=window,
-                            max_kmers_per_chunk=997)
+    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=1,
+                            max_hits_per_pass=window, max_kmers_per_chunk=997)
     assert (per_strand > window).sum() >= 3 and cand.n_windows > cand.n_ranges
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
@@ -277,7 +305,7 @@ def test_padded_sorts_give_identical_candidates(device, planted, monkeypatch):
 
     monkeypatch.setattr(filtration, "sort_length", lambda sorter, n: n + 777)
     p = planted
-    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, keep_raw=True,
+    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=1, keep_raw=True,
                             max_hits_per_pass=int(np.bincount(p["rs"]).max() * 0.7))
     assert cand.n_windows > cand.n_ranges  # the merge (with its own padding) ran too
     np.testing.assert_array_equal(cand.raw["rs"], p["rs"])
@@ -287,7 +315,7 @@ def test_padded_sorts_give_identical_candidates(device, planted, monkeypatch):
 
 def test_per_position_variant_gives_identical_hits(device, planted):
     p = planted
-    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, per_position=True,
+    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=1, per_position=True,
                             keep_raw=True, max_hits_per_pass=5000)
     np.testing.assert_array_equal(cand.raw["rs"], p["rs"])
     np.testing.assert_array_equal(cand.raw["diag"], p["diag"])
@@ -298,7 +326,7 @@ def test_streamed_table_gives_identical_candidates(device, planted):
     p = planted
     res = ResidentReference(device, *table_args(p["ref"], p["q"], p["step"]), table_budget=0, chunk_positions=2000)
     assert res.streamed
-    cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8)
+    cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, min_votes=1)
     assert cand.n_chunks >= len(p["ref"]["positions"]) // 2000
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
@@ -308,21 +336,21 @@ def test_uint64_starts_give_identical_candidates(device, planted):
     p = planted
     res = ResidentReference(device, *table_args(p["ref"], p["q"], p["step"]))
     res.kmer_starts, res.starts_dtype = res.kmer_starts.astype(np.uint64), np.uint64
-    cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, max_hits_per_pass=20_000)
+    cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, min_votes=1, max_hits_per_pass=20_000)
     assert cand.n_ranges > 1
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
 
 def test_memory_capped_device_streams_and_gives_identical_candidates(planted):
     p = planted
-    # 1600 KiB: building a q = 11 index takes 1 MiB (I, S and scan scratch), so the ~140 KiB q-gram table
-    # exceeds its share (half) of the remaining room.
-    small = Device(memory_cap=1600 << 10)
+    # 1300 KiB: building a q = 11 index takes 768 KiB (I and S), so the ~140 KiB q-gram table exceeds its
+    # share (half) of the remaining room.
+    small = Device(memory_cap=1300 << 10)
     res = ResidentReference(small, *table_args(p["ref"], p["q"], p["step"]))
     assert res.streamed
     rb = ReadBuffer(small, p["codes"], p["offsets"])
     qi = QGroupIndex(small, rb, p["q"])
-    cand = filter_reference(small, res, qi, rb, collapse_gap=8)
+    cand = filter_reference(small, res, qi, rb, collapse_gap=8, min_votes=1)
     assert cand.n_chunks > 1
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
@@ -339,6 +367,271 @@ def test_no_hits(device, planted):
     rb = ReadBuffer(device, np.zeros(5, np.uint8), np.array([0, 5]))  # shorter than q: no q-grams at all
     cand = filter_reference(device, p["resident"], QGroupIndex(device, rb, p["q"]), rb)
     assert cand.n == 0 and cand.n_raw_hits == 0 and all(len(v) == 0 for v in cand.to_host().values())
+
+
+# ---------------------------------------------------------------- read-strand slots
+
+def slot_reference(slots, lengths, r0, table, gap):
+    """Per slot: sorted diagonals, clusters by the collapse rule, those reaching table[length] kept."""
+    parts = [collapse(np.full(len(d), r0 + i, np.uint32), np.sort(d), gap) for i, d in enumerate(slots) if len(d)]
+    cand = {f: np.concatenate([c[f] for c in parts]).astype(np.uint32) for f in parts[0]}
+    keep = cand["votes"] >= table[lengths[cand["rs"]]]
+    return {f: v[keep] for f, v in cand.items()}, len(cand["rs"])
+
+
+def test_collapse_slots_with_many_hits_and_empty_slots(device):
+    """The per-read-strand sort and collapse kernels on hand-made slots: empty slots, slots at the insertion
+    sort's block size, and slots of 10^4..10^5 hits that are random, ascending, descending, made of runs
+    (as the emit pass writes them) or all duplicates; thresholds depend on the read strand's length."""
+    import pyopencl.array as cla
+
+    from peanut_py.filtration import EMIT_BLOCK, SORT_BLOCK
+
+    rng = np.random.default_rng(11)
+
+    def runs(m):
+        cuts = np.sort(rng.choice(np.arange(1, m), size=min(m - 1, 40), replace=False))
+        return np.concatenate([np.sort(r) for r in np.split(rng.integers(0, 1 << 20, m), cuts)])
+
+    kinds = {"random": lambda m: rng.integers(0, 1 << 20, m),
+             "ascending": lambda m: np.sort(rng.integers(0, 1 << 20, m)),
+             "descending": lambda m: np.sort(rng.integers(0, 1 << 20, m))[::-1], "runs": runs,
+             "duplicates": lambda m: np.full(m, 777), "dense": lambda m: rng.integers(0, m * 3, m)}
+    spec = [(0, "random"), (1, "random"), (0, "random"), (SORT_BLOCK, "descending"), (SORT_BLOCK + 1, "random"),
+            (60_000, "random"), (3, "descending"), (20_000, "ascending"), (25_000, "descending"), (0, "random"),
+            (40_000, "runs"), (5_000, "duplicates"), (30_000, "dense"), (2 * SORT_BLOCK + 5, "runs"), (0, "random"),
+            (2, "ascending")]
+    slots = [kinds[k](m).astype(np.uint32) for m, k in spec]
+    r0, gap = 3, 8
+    lengths = rng.integers(0, 1025, r0 + len(slots) + 2)
+    rs_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.uint32)
+    table = rng.integers(1, 6, 1025).astype(np.uint32)
+    table[lengths[r0 + 11]] = 5000  # the all-duplicates slot has exactly 5000 votes: kept at >= 5000
+    sizes = np.array([len(d) for d in slots])
+    slot_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.uint32)
+    total = int(slot_start[-1])
+    dev = lambda a: cla.to_device(device.queue, a)  # noqa: E731
+    knl = kernels(device, "filter", Q=16, SAMPLE_S=1, STARTS_T="uint", EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
+    raw = []
+    cand = collapse_slots(device, knl, _tools(device), dev(np.concatenate(slots)), total, dev(slot_start), len(slots),
+                          dev(rs_start), r0, dev(table), gap, raw=raw)
+    want, n_all = slot_reference(slots, lengths, r0, table, gap)
+    assert_candidates_equal(cand.to_host(), want)
+    assert cand.n_collapsed == n_all > cand.n > 0
+    assert 5000 in want["votes"] and np.bincount(want["rs"]).max() > 1000
+    got_rs, got_diag = raw[0]
+    np.testing.assert_array_equal(got_rs, np.repeat(np.arange(r0, r0 + len(slots)), sizes))
+    np.testing.assert_array_equal(got_diag, np.concatenate([np.sort(d) for d in slots]))
+
+
+@pytest.fixture(scope="session")
+def repeat_slots(device):
+    """A genome with a 6 kb tandem repeat (period 7, 1 % mutations): reads inside it give read strands with
+    ~10^5 raw hits (slots sorted over many merge passes); q = 12, step 1, no masking."""
+    rng = np.random.default_rng(77)
+    unit = rng.integers(0, 4, 7).astype(np.uint8)
+    genome = rng.integers(0, 4, 30_000).astype(np.uint8)
+    rep = np.tile(unit, 6000 // 7 + 1)[:6000]
+    mut = rng.random(len(rep)) < 0.01
+    rep[mut] = rng.integers(0, 4, mut.sum())
+    genome[10_000:16_000] = rep
+    q, step = 12, 1
+    ref = build_reference([genome], q, step, max_occ=10**6)
+    reads = [genome[a : a + n].copy() for a, n in zip(rng.integers(10_000, 15_700, 8), rng.integers(100, 300, 8))]
+    reads += [genome[a : a + 150].copy() for a in rng.integers(0, 29_000, 40)]
+    reads += [np.zeros(0, np.uint8), rng.integers(0, 4, 11).astype(np.uint8)]  # empty slots
+    order = rng.permutation(len(reads))
+    reads = [revcomp(reads[i]) if i % 3 == 0 else reads[i] for i in order]
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in reads])]).astype(np.int64)
+    codes = np.concatenate(reads).astype(np.uint8)
+    rb = ReadBuffer(device, codes, offsets)
+    rs, diag = brute_force_hits(ref, codes, offsets, q)
+    return dict(ref=ref, q=q, step=step, codes=codes, offsets=offsets, rb=rb, qi=QGroupIndex(device, rb, q),
+                resident=ResidentReference(device, *table_args(ref, q, step)), rs=rs, diag=diag)
+
+
+@pytest.mark.parametrize("min_votes", [1, "auto", "masked"])
+def test_read_strands_with_10e5_hits(device, repeat_slots, min_votes):
+    p = repeat_slots
+    per_strand = np.bincount(p["rs"], minlength=p["rb"].n_rs)
+    assert per_strand.max() > 50_000 and (per_strand == 0).sum() >= 4
+    masked, m = None, None
+    if min_votes == "masked":  # any value list works: here a fifth of the reads' q-gram values
+        text, rs_start, pos_rs = ref_text(p["codes"], p["offsets"])
+        g, _ = ref_qgrams(text, rs_start, pos_rs, p["q"])
+        values = np.unique(g)
+        masked = np.sort(np.random.default_rng(5).choice(values, len(values) // 5, replace=False)).astype(np.uint32)
+        m = masked_per_strand(p["codes"], p["offsets"], p["q"], masked)
+        min_votes = "auto"
+    table = min_votes_table(min_votes, p["q"], p["step"])
+    want = apply_threshold(collapse(p["rs"], p["diag"], 8), p["offsets"], table, m)
+    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], min_votes=min_votes, masked_kmers=masked,
+                            keep_raw=True)
+    np.testing.assert_array_equal(cand.raw["rs"], p["rs"])
+    np.testing.assert_array_equal(cand.raw["diag"], p["diag"])
+    assert_candidates_equal(cand.to_host(), want)
+    # Windows below one read strand's hits: windows are sorted as one slot each, merged, then thresholded.
+    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], min_votes=min_votes, masked_kmers=masked,
+                            max_hits_per_pass=int(per_strand.max()) // 3, max_kmers_per_chunk=5000)
+    assert cand.n_windows > cand.n_ranges
+    assert_candidates_equal(cand.to_host(), want)
+    if m is not None:
+        assert (m > 0).sum() > 50 and len(want["rs"]) > len(apply_threshold(collapse(p["rs"], p["diag"], 8),
+                                                                             p["offsets"], table)["rs"])
+
+
+# ---------------------------------------------------------------- votes threshold
+
+def test_votes_threshold_values():
+    # The brief's examples, q = 16, step 1, gap 8.
+    assert [(guaranteed_errors(n, 16), votes_threshold(n, 16)) for n in (100, 101, 150)] == [(5, 5), (5, 6), (8, 7)]
+    for q in (11, 16):
+        for s in (1, 2, 3, 4):
+            for n in range(0, 1025):
+                e = guaranteed_errors(n, q, s)
+                # Pigeonhole: e edits leave e + 1 pieces with n - e bases or more; one of them holds q + s - 1
+                # bases (so a sampled q-gram) iff n - e > (e + 1) (q + s - 2), i.e. n >= (e + 1) (q + s - 1).
+                assert n >= (e + 1) * (q + s - 1) and not n >= (e + 2) * (q + s - 1)
+                t = votes_threshold(n, q, s)
+                assert t >= 1 and (e >= 0 or t == 1)
+                if s == 1 and 0 <= e <= 8:
+                    assert t == n - q + 1 - q * e  # the plain q-gram lemma at e_g edits
+    # Long reads: e_g > gap, the occurrence may split into two candidates (n = 250: e_g = 14, t = ceil(11 / 2)).
+    assert votes_threshold(250, 16, 1, collapse_gap=8) == 6 and votes_threshold(250, 16, 1, collapse_gap=14) == 11
+    table = min_votes_table("auto", 16, 1)
+    # Below q nothing is guaranteed; 16..31 bp: e_g = 0, every q-gram must hit; 32 bp: e_g = 1, one hit.
+    assert (table[:16] == 1).all() and list(table[16:33]) == list(range(1, 17)) + [1]
+    assert table[100] == 5 and len(table) == 1025
+    assert (min_votes_table(None, 16, 1) == table).all() and (min_votes_table(3, 16, 1) == 3).all()
+    for bad in (0, -2, 1.5, "x", True):
+        with pytest.raises(PeanutError, match="min_votes"):
+            min_votes_table(bad, 16, 1)
+
+
+def plant(rng, genome, n, e, mode, q, allowed=None):
+    """A read of exactly n bases copied from ``genome`` with e edits; returns (read, start of the copy), which
+    lies where ``allowed`` (bool per genome position) is set, if given.
+
+    modes: "mixed" (random substitutions/insertions/deletions at random places), "spread" (the same kinds,
+    evenly spaced, each destroying q q-grams), "drift" (only insertions or only deletions, evenly spaced:
+    the diagonal drifts by e), "split" (up to 12 insertions or deletions in a row in the middle, which
+    splits the occurrence into two candidates when more than the collapse gap, and substitutions spread over
+    the rest), "tight" (substitutions at q - 1, 2q - 1, ...: exactly n - q + 1 - e q q-grams survive)."""
+    if mode == "tight":
+        kinds = ["S"] * e
+    elif mode == "split":
+        burst = min(e, 12)
+        kinds = [rng.choice(["I", "D"])] * burst + ["S"] * (e - burst)
+    elif mode == "drift":
+        kinds = [rng.choice(["I", "D"])] * e
+    else:
+        kinds = list(rng.choice(["S", "I", "D"], e))
+    length = n - kinds.count("I") + kinds.count("D")
+    if mode == "tight":
+        where = [k * q + q - 1 for k in range(e)]
+    elif mode == "split":
+        mid = length // 2
+        others = np.setdiff1d(np.arange(length), np.arange(mid, mid + burst))
+        spread = others[np.linspace(0, len(others) - 1, e - burst + 2).astype(int)[1:-1]]
+        where = list(range(mid, mid + burst)) + list(spread)
+    elif mode in ("spread", "drift"):
+        where = list(np.linspace(0, length - 1, e + 2).astype(int)[1:-1])
+    else:
+        where = list(rng.choice(length, size=e, replace=False))
+    assert len(set(where)) == e
+    while True:
+        start = int(rng.integers(0, len(genome) - length))
+        src = genome[start : start + length]
+        if (src < 4).all() and (allowed is None or allowed[start]):
+            break
+    edits = dict(zip(where, rng.permutation(kinds) if mode == "mixed" else kinds))
+    read = []
+    for i, base in enumerate(src):
+        kind = edits.get(i)
+        if kind == "S":
+            read.append((base + int(rng.integers(1, 4))) % 4)
+        elif kind == "I":
+            read += [int(rng.integers(0, 4)), base]
+        elif kind != "D":
+            read.append(base)
+    assert len(read) == n
+    return np.array(read, np.uint8), start
+
+
+def planted_reads(rng, contigs, offsets, q, step, n_reads, lo=50, hi=250, modes=("mixed", "spread", "drift"),
+                  tight_hi=None, allowed=None):
+    """Reads with exactly guaranteed_errors(n) edits, half of them reverse complemented; returns codes,
+    offsets and per read (read strand holding the copy, global diagonal of the copy, edits, mode).
+    "tight" reads are at most ``tight_hi`` long; with ``allowed`` (bool per position of contig 0), every
+    second read starts where it is set."""
+    reads, truth = [], []
+    for r in range(n_reads):
+        mode = modes[r % len(modes)]
+        n = int(rng.integers(lo, (min(hi, tight_hi) if mode == "tight" and tight_hi else hi) + 1))
+        e = guaranteed_errors(n, q, step)
+        c = int(rng.integers(len(contigs)))
+        read, start = plant(rng, contigs[c], n, e, mode, q, allowed if r % 2 and c == 0 else None)
+        strand = int(rng.integers(2))
+        reads.append(revcomp(read) if strand else read)
+        truth.append((2 * r + strand, int(offsets[c]) + start, e, mode))
+    read_offsets = np.concatenate([[0], np.cumsum([len(x) for x in reads])]).astype(np.int64)
+    return np.concatenate(reads).astype(np.uint8), read_offsets, truth
+
+
+def covering_votes(cand, rs, diag, e, count=False):
+    """Largest votes among candidates of read strand rs whose diagonal range meets [diag - e, diag + e]
+    (with ``count``: how many there are)."""
+    lo, hi = cand["diag_lo"].astype(np.int64), cand["diag_hi"].astype(np.int64)
+    on = (cand["rs"] == rs) & (lo <= diag + e) & (hi >= diag - e)
+    if count:
+        return int(on.sum())
+    return int(cand["votes"][on].max()) if on.any() else 0
+
+
+@pytest.mark.parametrize("q,step,gap", [(16, 1, 8), (16, 1, 2), (12, 1, 8), (16, 2, 8), (12, 3, 4), (16, 4, 8)])
+def test_threshold_guarantee_by_brute_force(q, step, gap):
+    """Host-only check of the bound behind votes_threshold: reads with exactly e_g edits (random, evenly
+    spread, drifting; 40..600 bp) planted in a random genome keep a covering candidate with at least t(n)
+    votes; at step 1 the bound is reached exactly (so t(n) + 1 would lose reads)."""
+    rng = np.random.default_rng(1000 * q + 10 * step + gap)
+    genome = rng.integers(0, 4, 60_000).astype(np.uint8)
+    ref = build_reference([genome], q, step, max_occ=10**9)
+    modes = ("mixed", "spread", "drift", "split") + (("tight",) if step == 1 else ())
+    # Tight reads have e_g <= gap (below that the two-piece bound of long reads applies, which is not tight).
+    codes, offsets, truth = planted_reads(rng, [genome], ref["offsets"], q, step, 500, lo=40, hi=600, modes=modes,
+                                          tight_hi=(gap + 2) * q - 1)
+    rs, diag = brute_force_hits(ref, codes, offsets, q)
+    cand = collapse(rs, diag, gap)
+    lengths = np.diff(offsets)
+    tight = split = 0
+    for r, (strand_rs, true_diag, e, mode) in enumerate(truth):
+        t = votes_threshold(int(lengths[r]), q, step, gap)
+        v = covering_votes(cand, strand_rs, true_diag, e)
+        assert v >= t, (r, int(lengths[r]), e, mode, v, t)
+        if mode == "tight":
+            assert e <= gap and v == t
+            tight += 1
+        split += mode == "split" and covering_votes(cand, strand_rs, true_diag, e, count=True) > 1
+    assert tight == (100 if step == 1 else 0) and split >= 10
+
+
+def test_min_votes_matches_numpy(device, planted):
+    p = planted
+    full = collapse(p["rs"], p["diag"], 8)
+    window = int(np.bincount(p["rs"]).max()) // 4
+    for min_votes in (2, 7, "auto", None):
+        table = min_votes_table(min_votes, p["q"], p["step"], 8)
+        want = apply_threshold(full, p["offsets"], table)
+        cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=min_votes)
+        assert_candidates_equal(cand.to_host(), want)
+        assert cand.n_collapsed == len(full["rs"]) > cand.n == len(want["rs"]) > 0
+        if min_votes not in (7, "auto"):
+            continue
+        # Strands with more hits than a window: the threshold applies after the windows are merged.
+        cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=min_votes,
+                                max_hits_per_pass=window, max_kmers_per_chunk=997)
+        assert cand.n_windows > cand.n_ranges
+        assert_candidates_equal(cand.to_host(), want)
 
 
 # ---------------------------------------------------------------- real genomes and reads
@@ -364,7 +657,7 @@ def check_real(device, contigs, codes, offsets, q, step, max_occ, gap=8):
     rb = ReadBuffer(device, codes, offsets)
     qi = QGroupIndex(device, rb, q)
     res = ResidentReference(device, *table_args(ref, q, step))
-    cand = filter_reference(device, res, qi, rb, collapse_gap=gap, keep_raw=True)
+    cand = filter_reference(device, res, qi, rb, collapse_gap=gap, min_votes=1, keep_raw=True)
     rs, diag = brute_force_hits(ref, codes, offsets, q)
     np.testing.assert_array_equal(cand.raw["rs"], rs)
     np.testing.assert_array_equal(cand.raw["diag"], diag)
@@ -382,9 +675,13 @@ def test_sarscov2_real_reads(device, shared_data):
     assert len(np.unique(cand.to_host()["rs"] // 2)) > 180
 
 
-def test_chr20_slice_real_reads(device, shared_data):
-    chr20 = read_fasta_codes(shared_data / "human" / "GRCh37_chr20.fa.gz")[0]
-    region = chr20[9_950_000:10_150_000]
+@pytest.fixture(scope="session")
+def chr20_codes(shared_data):
+    return read_fasta_codes(shared_data / "human" / "GRCh37_chr20.fa.gz")[0]
+
+
+def test_chr20_slice_real_reads(device, shared_data, chr20_codes):
+    region = chr20_codes[9_950_000:10_150_000]
     codes, offsets = read_fastq_codes(shared_data / "human" / "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz", 1500)
     cand = check_real(device, [region], codes, offsets, q=16, step=2, max_occ=100)
     assert cand.n_raw_hits > 1500 * 20
@@ -403,9 +700,79 @@ def test_from_index_matches_brute_force(device, shared_data, sarscov2_index):
         q = ri.q
     codes, offsets = read_fastq_codes(shared_data / "sarscov2" / "ERR5069949_100pairs_R1.fastq.gz", 100)
     rb = ReadBuffer(device, codes, offsets)
-    cand = filter_reference(device, res, QGroupIndex(device, rb, q), rb, collapse_gap=8, keep_raw=True)
+    cand = filter_reference(device, res, QGroupIndex(device, rb, q), rb, collapse_gap=8, min_votes=1, keep_raw=True)
     rs, diag = brute_force_hits(ref, codes, offsets, q)
     np.testing.assert_array_equal(cand.raw["rs"], rs)
     np.testing.assert_array_equal(cand.raw["diag"], diag)
     assert_candidates_equal(cand.to_host(), collapse(rs, diag, 8))
     assert len(np.unique(rs // 2)) > 90
+
+
+@pytest.mark.parametrize("step", [1, 2])
+def test_votes_threshold_keeps_planted_reads_on_chr20(device, chr20_codes, step):
+    """The guarantee on a real genome, through the device: reads of 50..250 bp with exactly e_g(n) edits
+    (mixed, spread, drifting, split), planted in GRCh37 chr20 9.9-10.2 Mb (windows without N), against an
+    unmasked q = 16 table, keep a candidate covering the true diagonal (+-e) under the automatic threshold;
+    the device candidates equal the NumPy collapse with the same threshold."""
+    region = chr20_codes[9_900_000:10_200_000]
+    q = 16
+    rng = np.random.default_rng(20 + step)
+    ref = build_reference([region], q, step, max_occ=10**9)
+    codes, offsets, truth = planted_reads(rng, [region], ref["offsets"], q, step, 300,
+                                          modes=("mixed", "spread", "drift", "split"))
+    rb = ReadBuffer(device, codes, offsets)
+    res = ResidentReference(device, *table_args(ref, q, step))
+    cand = filter_reference(device, res, QGroupIndex(device, rb, q), rb)
+    got = cand.to_host()
+    rs, diag = brute_force_hits(ref, codes, offsets, q)
+    assert_candidates_equal(got, apply_threshold(collapse(rs, diag, 8), offsets, min_votes_table(None, q, step)))
+    lengths = np.diff(offsets)
+    for r, (strand_rs, true_diag, e, mode) in enumerate(truth):
+        t = votes_threshold(int(lengths[r]), q, step)
+        assert covering_votes(got, strand_rs, true_diag, e) >= t, (r, int(lengths[r]), e, mode)
+    # The threshold removes candidates (chance hits of single q-grams, repeats).
+    assert cand.n_collapsed - cand.n > 100
+
+
+def test_masked_qgrams_lower_the_threshold(device, chr20_codes):
+    """Masking repetitive q-grams (here: more than 2 occurrences in chr20 9.9-10.2 Mb) removes hits of an
+    occurrence; with the masked values known, the automatic threshold of a read strand drops by its number of
+    masked q-grams, and planted reads with e_g edits (half of them at masked q-grams) keep a covering
+    candidate whenever masking leaves any guarantee (t(n) > masked q-grams); without the adjustment some of
+    them lose it.  Device candidates equal the NumPy reference."""
+    region = chr20_codes[9_900_000:10_200_000]
+    q, step = 16, 1
+    rng = np.random.default_rng(66)
+    ref = build_reference([region], q, step, max_occ=2)
+    assert len(ref["masked"]) > 500
+    # Every second read starts within 40 bases before a masked q-gram of the region.
+    win = np.lib.stride_tricks.sliding_window_view(region, q)
+    value = (np.minimum(win, 3).astype(np.uint64) * (np.uint64(4) ** np.arange(q - 1, -1, -1, dtype=np.uint64))).sum(1)
+    is_masked = np.isin(value, ref["masked"].astype(np.uint64)) & (win < 4).all(1)
+    allowed = np.convolve(np.r_[is_masked, np.zeros(q - 1, bool)], np.ones(40), mode="full")[39:39 + len(region)] > 0
+    codes, offsets, truth = planted_reads(rng, [region], ref["offsets"], q, step, 400,
+                                          modes=("mixed", "spread", "drift", "split"), allowed=allowed)
+    rb = ReadBuffer(device, codes, offsets)
+    res = ResidentReference(device, *table_args(ref, q, step))
+    qi = QGroupIndex(device, rb, q)
+    cand = filter_reference(device, res, qi, rb, masked_kmers=ref["masked"])
+    got = cand.to_host()
+    rs, diag = brute_force_hits(ref, codes, offsets, q)
+    m = masked_per_strand(codes, offsets, q, ref["masked"])
+    table = min_votes_table(None, q, step)
+    assert_candidates_equal(got, apply_threshold(collapse(rs, diag, 8), offsets, table, m))
+    # A fixed threshold ignores the masked q-grams.
+    fixed = filter_reference(device, res, qi, rb, min_votes=4, masked_kmers=ref["masked"]).to_host()
+    assert_candidates_equal(fixed, apply_threshold(collapse(rs, diag, 8), offsets, np.full_like(table, 4)))
+    plain = filter_reference(device, res, qi, rb, min_votes="auto", masked_kmers=[]).to_host()
+    lengths = np.diff(offsets)
+    checked = rescued = 0
+    for r, (strand_rs, true_diag, e, mode) in enumerate(truth):
+        t = votes_threshold(int(lengths[r]), q, step)
+        if m[strand_rs] >= t:
+            continue  # masking may have removed every hit: no guarantee, whatever the threshold
+        assert covering_votes(got, strand_rs, true_diag, e) >= max(1, t - m[strand_rs]), (r, mode)
+        checked += 1
+        rescued += covering_votes(plain, strand_rs, true_diag, e) == 0
+    # Without the adjustment some of these reads lose their candidate.
+    assert checked > 250 and (m > 0).sum() > 100 and rescued >= 5
