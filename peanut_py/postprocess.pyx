@@ -7,7 +7,8 @@ Everything here runs without the GIL so a thread pool can postprocess several ch
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, qsort
+from libc.string cimport memmove
 
 cnp.import_array()
 
@@ -16,14 +17,36 @@ ctypedef cnp.int32_t i32
 ctypedef cnp.int64_t i64
 
 
-cdef inline bint _before(i32 *dist, u32 *start, u32 *strand, i64 a, i64 b) noexcept nogil:
+cdef struct HitKey:
     # Sort key of a hit within its read: best edit distance first, then leftmost, then forward strand,
     # so the order (and hence the primary hit) never depends on thread count or batch size.
-    if dist[a] != dist[b]:
-        return dist[a] < dist[b]
-    if start[a] != start[b]:
-        return start[a] < start[b]
-    return strand[a] < strand[b]
+    i32 dist
+    u32 start
+    u32 strand
+    i64 index
+
+
+cdef int _compare(const void *pa, const void *pb) noexcept nogil:
+    cdef const HitKey *a = <const HitKey *> pa
+    cdef const HitKey *b = <const HitKey *> pb
+    if a.dist != b.dist:
+        return -1 if a.dist < b.dist else 1
+    if a.start != b.start:
+        return -1 if a.start < b.start else 1
+    if a.strand != b.strand:
+        return -1 if a.strand < b.strand else 1
+    return -1 if a.index < b.index else (1 if a.index > b.index else 0)
+
+
+cdef Py_ssize_t _lower_bound(const u32 *values, Py_ssize_t n, u32 x) noexcept nogil:
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if values[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def rank_hits(const u32[:] rs, const u32[:] ref_start, const i32[:] dist, Py_ssize_t n_reads,
@@ -38,6 +61,9 @@ def rank_hits(const u32[:] rs, const u32[:] ref_start, const i32[:] dist, Py_ssi
     Returns ``(order, read_ptr, hit_rank)``: ``order[read_ptr[r]:read_ptr[r+1]]`` are the indices of read
     ``first_read + r``'s kept hits, best first; ``hit_rank[k]`` is PEANUT's hit-rank of ``order[k]``, the
     number of kept hits of the read whose edit distance is at most its own.
+
+    Reads in repeats can have thousands of hits, so sorting is O(h log h) (qsort) and the duplicate check
+    binary-searches a sorted array of the kept starts of each strand instead of scanning all kept hits.
     """
     cdef Py_ssize_t n = rs.shape[0]
     if ref_start.shape[0] != n or dist.shape[0] != n:
@@ -48,66 +74,69 @@ def rank_hits(const u32[:] rs, const u32[:] ref_start, const i32[:] dist, Py_ssi
     cdef i64[:] order = order_arr
     cdef i64[:] ptr = ptr_arr
     cdef i32[:] rank = rank_arr
-    cdef u32 *strand = <u32 *> malloc(max(n, 1) * sizeof(u32))
-    cdef i32 *dcopy = <i32 *> malloc(max(n, 1) * sizeof(i32))
-    cdef u32 *scopy = <u32 *> malloc(max(n, 1) * sizeof(u32))
-    if strand == NULL or dcopy == NULL or scopy == NULL:
-        free(strand); free(dcopy); free(scopy)
+    cdef HitKey *keys = <HitKey *> malloc(max(n, 1) * sizeof(HitKey))
+    # kept starts of the current read, one sorted array per strand
+    cdef u32 *kept0 = <u32 *> malloc(max(n, 1) * sizeof(u32))
+    cdef u32 *kept1 = <u32 *> malloc(max(n, 1) * sizeof(u32))
+    if keys == NULL or kept0 == NULL or kept1 == NULL:
+        free(keys); free(kept0); free(kept1)
         raise MemoryError()
-    cdef Py_ssize_t i, j, k, lo, hi, out = 0, kept_lo, r, read
-    cdef i64 tmp
+    cdef Py_ssize_t i, j, k, lo, hi, out = 0, r, read, n0, n1, nk, pos
+    cdef u32 *kept
+    cdef u32 s
     cdef bint dup
-    cdef long long diff
     try:
         with nogil:
-            for i in range(n):
-                strand[i] = rs[i] & 1
-                dcopy[i] = dist[i]
-                scopy[i] = ref_start[i]
             i = 0
             for r in range(n_reads):
                 read = first_read + r
                 ptr[r] = out
                 lo = i
                 while i < n and <Py_ssize_t> (rs[i] >> 1) == read:
+                    keys[i].dist = dist[i]
+                    keys[i].start = ref_start[i]
+                    keys[i].strand = rs[i] & 1
+                    keys[i].index = i
                     i += 1
                 hi = i
-                # insertion sort of this read's hits (few per read) into order[out:]
-                kept_lo = out
+                if hi - lo > 1:
+                    qsort(&keys[lo], hi - lo, sizeof(HitKey), _compare)
+                # greedy duplicate removal in sorted order: keep a hit unless a kept (better) hit of the same
+                # strand starts at most dup_window away
+                n0 = n1 = 0
                 for j in range(lo, hi):
-                    order[out + j - lo] = j
-                for j in range(1, hi - lo):
-                    tmp = order[out + j]
-                    k = j - 1
-                    while k >= 0 and _before(dcopy, scopy, strand, tmp, order[out + k]):
-                        order[out + k + 1] = order[out + k]
-                        k -= 1
-                    order[out + k + 1] = tmp
-                # greedy duplicate removal in that order: keep a hit unless a kept, better hit is near it
-                for j in range(hi - lo):
-                    tmp = order[kept_lo + j]
-                    dup = False
-                    for k in range(ptr[r], out):
-                        if strand[order[k]] == strand[tmp]:
-                            diff = <long long> scopy[order[k]] - <long long> scopy[tmp]
-                            if -dup_window <= diff <= dup_window:
-                                dup = True
-                                break
-                    if not dup:
-                        order[out] = tmp
-                        out += 1
+                    s = keys[j].start
+                    if keys[j].strand:
+                        kept = kept1
+                        nk = n1
+                    else:
+                        kept = kept0
+                        nk = n0
+                    pos = _lower_bound(kept, nk, s - dup_window if s >= <u32> dup_window else 0)
+                    dup = pos < nk and <long long> kept[pos] <= <long long> s + dup_window
+                    if dup:
+                        continue
+                    pos = _lower_bound(kept, nk, s)
+                    memmove(&kept[pos + 1], &kept[pos], (nk - pos) * sizeof(u32))
+                    kept[pos] = s
+                    if keys[j].strand:
+                        n1 += 1
+                    else:
+                        n0 += 1
+                    order[out] = keys[j].index
+                    out += 1
                 # hit-rank: number of kept hits with distance <= own (ties share the larger rank)
                 j = ptr[r]
                 while j < out:
                     k = j
-                    while k < out and dcopy[order[k]] == dcopy[order[j]]:
+                    while k < out and dist[order[k]] == dist[order[j]]:
                         k += 1
                     for lo in range(j, k):
                         rank[lo] = <i32> (k - ptr[r])
                     j = k
             ptr[n_reads] = out
     finally:
-        free(strand); free(dcopy); free(scopy)
+        free(keys); free(kept0); free(kept1)
     if i != n:
         raise ValueError("hits belong to reads outside first_read .. first_read + n_reads - 1, or rs is not sorted")
     return order_arr[:out], ptr_arr, rank_arr[:out]
