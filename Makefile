@@ -38,7 +38,7 @@ test: install
 
 docs: install
 	$(PY) -m pip install -q mkdocs
-	$(BIN)/mkdocs build -q -d docs/_build
+	$(BIN)/mkdocs build -q
 
 bench: install
 	$(PY) benchmarks/run.py
@@ -47,4 +47,4 @@ bench-quick: install
 	$(PY) benchmarks/run.py --quick
 
 clean:
-	rm -rf $(VENV) $(DEMO) build *.egg-info peanut_py/*.so peanut_py/*.c docs/_build
+	rm -rf $(VENV) $(DEMO) build *.egg-info peanut_py/*.so peanut_py/*.c site
