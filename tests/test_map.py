@@ -256,3 +256,30 @@ def test_sensitivity_guarantee(shared_data, tmp_path):
                 found[r.query_name] = True
     missed = [name for name, ok in found.items() if not ok]
     assert not missed, f"{len(missed)} planted reads not found at their origin, e.g. {missed[:5]}"
+
+
+@pytest.mark.parametrize("sig", ["INT", "TERM"])
+def test_interrupt_leaves_no_output(example_index, shared_data, tmp_path, sig):
+    """Ctrl-C (or SIGTERM) during a run: exit 130, no output file and no temporary file left behind."""
+    import os
+    import signal
+    import sys
+    import time
+
+    reads = shared_data / "human" / "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz"
+    out = tmp_path / "out.bam"
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "peanut_py", "map", str(example_index), str(reads), "-o", str(out), "--batch-size", "500"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    # wait until the run is under way (the first progress/summary lines come after the reference upload)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
+        time.sleep(0.05)
+    assert any(p.name.endswith(".tmp") for p in tmp_path.iterdir()), "the run never started writing"
+    proc.send_signal(getattr(signal, f"SIG{sig}"))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
+    assert list(tmp_path.iterdir()) == []
