@@ -117,15 +117,21 @@ class Postprocessor:
 
         return [step(k) for k in range(len(bounds) - 1)]
 
-    def process(self, batch, result, r0, r1, h0, h1):
-        opts = self.opts
-        n_reads = r1 - r0
+    def _ranked(self, result, r0, r1, h0, h1):
+        """Hits ``h0:h1`` (reads ``r0:r1``) deduplicated and in strata: the arrays, order, read_ptr,
+        reported hits per read and size of the best stratum."""
         rs = np.ascontiguousarray(result.rs[h0:h1], dtype=np.uint32)
         start = np.ascontiguousarray(result.ref_start[h0:h1], dtype=np.uint32)
         end = np.ascontiguousarray(result.ref_end[h0:h1], dtype=np.int64)
         dist = np.ascontiguousarray(result.dist[h0:h1], dtype=np.int32)
-        order, ptr, _ = rank_hits(rs, start, dist, n_reads, first_read=r0)
-        report, n_best = strata_counts(order, ptr, dist, opts.n_strata, opts.max_hits)
+        order, ptr, _ = rank_hits(rs, start, dist, r1 - r0, first_read=r0)
+        report, n_best = strata_counts(order, ptr, dist, self.opts.n_strata, self.opts.max_hits)
+        return rs, start, end, dist, order, ptr, report, n_best
+
+    def process(self, batch, result, r0, r1, h0, h1):
+        opts = self.opts
+        n_reads = r1 - r0
+        rs, start, end, dist, order, ptr, report, n_best = self._ranked(result, r0, r1, h0, h1)
         kept = np.diff(ptr)
 
         # align the reported hits plus the best unreported one (for XS)
@@ -252,12 +258,7 @@ class Postprocessor:
         opts = self.opts
         n_reads = r1 - r0
         n_pairs = n_reads // 2
-        rs = np.ascontiguousarray(result.rs[h0:h1], dtype=np.uint32)
-        start = np.ascontiguousarray(result.ref_start[h0:h1], dtype=np.uint32)
-        end = np.ascontiguousarray(result.ref_end[h0:h1], dtype=np.int64)
-        dist = np.ascontiguousarray(result.dist[h0:h1], dtype=np.int32)
-        order, ptr, _ = rank_hits(rs, start, dist, n_reads, first_read=r0)
-        report, _ = strata_counts(order, ptr, dist, opts.n_strata, opts.max_hits)
+        rs, start, end, dist, order, ptr, report, _ = self._ranked(result, r0, r1, h0, h1)
         kept = np.diff(ptr)
         reads = np.arange(n_reads, dtype=np.int64)
 

@@ -110,3 +110,12 @@ def write_fastq(path, records):
 def sam_body(path):
     """The SAM text without the @PG line (its CL differs between runs with different options)."""
     return [line for line in open(path) if not line.startswith("@PG")]
+
+
+@pytest.fixture(scope="session")
+def example_index(tmp_path_factory):
+    """Index of the bundled 200 kb chr20 slice (index/example), built once per session."""
+    out = tmp_path_factory.mktemp("example") / "slice.h5"
+    rc, _, err = run_cli("index", str(REPO / "index" / "example" / "chr20_slice.fa.gz"), "-o", str(out))
+    assert rc == 0, err
+    return out

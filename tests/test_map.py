@@ -16,14 +16,6 @@ EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "index" / "example"
 READS = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
 
 
-@pytest.fixture(scope="module")
-def example_index(tmp_path_factory):
-    out = tmp_path_factory.mktemp("example") / "slice.h5"
-    rc, _, err = run_cli("index", str(EXAMPLE / "chr20_slice.fa.gz"), "-o", str(out))
-    assert rc == 0, err
-    return out
-
-
 def primary_records(sam_path):
     with pysam.AlignmentFile(str(sam_path), check_sq=False) as f:
         return [r for r in f if not r.is_secondary and not r.is_supplementary]

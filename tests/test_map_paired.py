@@ -87,14 +87,6 @@ def picard_errors(path):
 
 
 @pytest.fixture(scope="module")
-def example_index(tmp_path_factory):
-    out = tmp_path_factory.mktemp("example_pe") / "slice.h5"
-    rc, _, err = run_cli("index", str(EXAMPLE / "chr20_slice.fa.gz"), "-o", str(out))
-    assert rc == 0, err
-    return out
-
-
-@pytest.fixture(scope="module")
 def example_run(example_index, tmp_path_factory):
     out = tmp_path_factory.mktemp("example_run") / "pairs.sam"
     rc, _, err = run_cli("map", str(example_index), str(R1), str(R2), "-o", str(out), "-t", "1")
