@@ -14,9 +14,6 @@ from .reference import ReferenceIndex, reference_checksum
 from .report import Postprocessor
 from .resident import ResidentReference
 
-# chunks per batch and thread: enough to balance the pool, few enough to keep per-chunk overhead small
-CHUNKS_PER_THREAD = 4
-
 
 def open_index(path):
     if not os.path.exists(path):
@@ -85,7 +82,7 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
         return result
 
     def post_steps(batch, result):
-        return post.chunk_steps(batch, result, max(1, threads) * CHUNKS_PER_THREAD)
+        return post.chunk_steps(batch, result, max(1, threads) * post.CHUNKS_PER_THREAD)
 
     times = StageTimes()
     batches = readsmod.read_batches(reads_path, max_reads=batch_size)

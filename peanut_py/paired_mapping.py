@@ -16,8 +16,6 @@ from .pairing import ESTIMATE_PAIRS, estimate_insert_size, insert_sample
 from .pipeline import StageTimes, run_pipeline
 from .rescue import merge_hits, rescue_batch
 
-CHUNKS_PER_THREAD = 4
-
 
 def pair_batches(reads_path, mates_path, batch_size):
     if mates_path is None:
@@ -50,12 +48,9 @@ def estimate_from_results(prefetched, contig_offsets, opts, n_pairs=ESTIMATE_PAI
 def map_pairs(core, post, index, header, reads_path, mates_path, opts, output=None, threads=1, batch_size=None,
               insert_size=None, log=None, t_start=None):
     """Map pairs (``mates_path`` None: ``reads_path`` is interleaved); returns a summary dict."""
-    import numpy as np
-
     t_start = time.perf_counter() if t_start is None else t_start
     device, resident = core.device, core.resident
-    offsets = np.asarray(index.offsets, dtype=np.int64)
-    ends = offsets + np.asarray(index.lengths, dtype=np.int64)
+    offsets, ends = post.offsets, post.ends  # contig bounds, global coordinates
     batches = iter(pair_batches(reads_path, mates_path, batch_size))
     stats = {"raw_hits": 0, "candidates": 0, "rescue_windows": 0, "rescued_hits": 0}
     cached = {}
@@ -102,7 +97,7 @@ def map_pairs(core, post, index, header, reads_path, mates_path, opts, output=No
         return result
 
     def post_steps(batch, result):
-        return post.pair_chunk_steps(batch, result, max(1, threads) * CHUNKS_PER_THREAD, insert_size)
+        return post.pair_chunk_steps(batch, result, max(1, threads) * post.CHUNKS_PER_THREAD, insert_size)
 
     def all_batches():
         while prefetched:

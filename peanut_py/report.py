@@ -98,6 +98,9 @@ def _gather(source, starts, lengths):
 class Postprocessor:
     """Turns one chunk of a batch's validated hits into SAM text; stateless apart from read-only inputs."""
 
+    # chunks per batch and thread: enough to balance the pool, few enough to keep per-chunk overhead small
+    CHUNKS_PER_THREAD = 4
+
     def __init__(self, reference, genome_codes, opts):
         self.names = list(reference.names)
         self.offsets = np.asarray(reference.offsets, dtype=np.int64)
