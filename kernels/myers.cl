@@ -163,7 +163,11 @@ int banded_myers(__global const uchar *read, long rstep, int n,
     return best;
 }
 
+// One work-item per candidate, or (use_selected) per entry of selected[0 .. n_candidates), a list of
+// candidate indices (best-stratum selection, kernels/select.cl); results are written at the candidate index.
 __kernel void validate_hits(const uint n_candidates,
+                            __global const uint *selected,
+                            const uint use_selected,
                             __global const uint *cand_rs,
                             __global const uint *cand_diag_lo,
                             __global const uint *cand_diag_hi,
@@ -180,9 +184,10 @@ __kernel void validate_hits(const uint n_candidates,
                             __global uint *out_end,
                             __global uint *out_keep)
 {
-    const uint gid = get_global_id(0);
-    if (gid >= n_candidates)
+    const uint item = get_global_id(0);
+    if (item >= n_candidates)
         return;
+    const uint gid = use_selected ? selected[item] : item;
     const uint rs = cand_rs[gid];
     const uint r0 = rs_start[rs];
     const int n = (int)(rs_start[rs + 1] - r0);

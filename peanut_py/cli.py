@@ -79,6 +79,7 @@ def cmd_map(args):
     opts = MapOptions(
         mode=args.mode, max_hits=args.max_hits, min_identity=args.min_identity, local=not args.semiglobal,
         secondary=args.secondary, match=args.A, mismatch=args.B, gap_open=args.O, gap_extend=args.E, clip=args.L,
+        validate_all=args.validate_all,
     )
     map_reads(
         args.index, args.reads, opts, output=args.output, threads=args.threads, device_spec=args.device,
@@ -162,6 +163,9 @@ def build_parser():
     g = p.add_mutually_exclusive_group()
     g.add_argument("--secondary", action="store_true", help="report other hits as secondary (0x100) records")
     g.add_argument("--xa", action="store_true", help="report other hits in BWA's XA tag (default)")
+    p.add_argument("--validate-all", action="store_true",
+                   help="mode best: validate every candidate, not only the strongest and their close rivals "
+                   "(slower; same best hits, MAPQ from all rivals)")
     p.add_argument("--batch-size", type=int, metavar="N", help="reads per device buffer (default: from device memory)")
     p.add_argument("-A", type=int, default=1, help="match score (default %(default)s)")
     p.add_argument("-B", type=int, default=4, help="mismatch penalty (default %(default)s)")

@@ -2,8 +2,9 @@
 import time
 from dataclasses import dataclass, field
 
-from .filtration import filter_reference
+from .filtration import DEFAULT_COLLAPSE_GAP, filter_reference
 from .qgroup import QGroupIndex, ReadBuffer
+from .selection import BestStratumSelection
 from .validation import validate_hits
 
 
@@ -17,17 +18,21 @@ class DeviceResult:
     dist: object
     raw_hits: int = 0
     candidates: int = 0
+    validated: int = 0
     seconds: dict = field(default_factory=dict)
 
 
 class MappingCore:
     """Runs the three device steps for a batch of reads against a reference resident on the device."""
 
-    def __init__(self, device, resident, min_identity=0.8, collapse_gap=None):
+    def __init__(self, device, resident, min_identity=0.8, collapse_gap=None, best_stratum=False):
+        """``best_stratum``: validate with :class:`BestStratumSelection` (for mode best: same best stratum,
+        weak rivals skipped); otherwise every candidate is validated."""
         self.device = device
         self.resident = resident
         self.min_identity = min_identity
         self.collapse_gap = collapse_gap
+        self.best_stratum = best_stratum
 
     def map_batch(self, codes, offsets):
         """``codes``/``offsets``: the batch's forward reads (see ReadBatch). Returns a DeviceResult."""
@@ -38,7 +43,13 @@ class MappingCore:
         kwargs = {} if self.collapse_gap is None else {"collapse_gap": self.collapse_gap}
         candidates = filter_reference(self.device, self.resident, index, buffer, **kwargs)
         t2 = time.perf_counter()
-        hits = validate_hits(self.device, self.resident, buffer, candidates, min_identity=self.min_identity)
+        select = None
+        if self.best_stratum:
+            gap = DEFAULT_COLLAPSE_GAP if self.collapse_gap is None else self.collapse_gap
+            select = BestStratumSelection(self.device, self.resident.q, self.resident.step, gap,
+                                          masked_per_rs=candidates.masked_per_rs)
+        hits = validate_hits(self.device, self.resident, buffer, candidates, min_identity=self.min_identity,
+                             select=select)
         host = hits.to_host()
         t3 = time.perf_counter()
         return DeviceResult(
@@ -48,5 +59,7 @@ class MappingCore:
             dist=host["dist"],
             raw_hits=int(getattr(candidates, "raw_hits", 0)),
             candidates=int(candidates.n),
+            validated=int(candidates.n) if select is None else select.counts.get("leaders", 0)
+            + select.counts.get("rivals", 0),
             seconds={"index": t1 - t0, "filter": t2 - t1, "validate": t3 - t2},
         )

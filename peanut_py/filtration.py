@@ -191,7 +191,8 @@ class Candidates:
     counts for benchmarks: ``n_raw_hits``, ``n_collapsed`` (candidates before the votes threshold),
     ``n_ranges`` (read-strand ranges), ``n_chunks`` (table chunks emitted), ``n_windows`` (hit windows
     sorted); ``timings`` (seconds per step when profiled); ``raw`` (host dict of sorted raw ``rs``/``diag``
-    when filtration ran with ``keep_raw``).
+    when filtration ran with ``keep_raw``); ``masked_per_rs`` (device array of the masked q-grams per read
+    strand by which the votes threshold was lowered, or None).
     """
 
     FIELDS = ("rs", "diag_lo", "diag_hi", "votes")
@@ -206,6 +207,7 @@ class Candidates:
         self.n_ranges = 0
         self.timings = {}
         self.raw = None
+        self.masked_per_rs = None
 
     @property
     def raw_hits(self):
@@ -463,6 +465,7 @@ class _Filtration:
         result.n_raw_hits, result.n_chunks, result.n_windows = self.n_raw, self.n_chunks, self.n_windows
         result.n_ranges, result.n_collapsed = self.n_ranges, self.n_collapsed
         result.timings = self.step.times
+        result.masked_per_rs = self.masked_per_rs
         if self.keep_raw:
             if self.raw_parts:
                 rs = np.concatenate([p[0] for p in self.raw_parts])

@@ -60,7 +60,7 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
         log(f"device: {device.name}; reference resident on the device ({upload:.1f} s to load and upload)")
     if batch_size is None:
         batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes)
-    core = MappingCore(device, resident, min_identity=opts.min_identity)
+    core = MappingCore(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
     post = Postprocessor(index, genome, opts)
     header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
                             program_command_line=command_line)

@@ -35,6 +35,7 @@ class MapOptions:
     gap_extend: int = 1
     clip: int = 5
     read_group_id: str = None
+    validate_all: bool = False  # mode best: no best-stratum selection (selection.py)
 
     @property
     def n_strata(self):
@@ -43,6 +44,10 @@ class MapOptions:
         if self.mode == "all":
             return 0
         return int(self.mode.split(":", 1)[1])
+
+    @property
+    def best_stratum_selection(self):
+        return self.mode == "best" and not self.validate_all
 
 
 def mapq_model(score, sub, n_sub, aligned_len, q, opts):

@@ -168,11 +168,14 @@ def choose_words(device, candidates, read_buffer, min_identity, max_words=MAX_WO
     return min(max_words, words_for_band(band_width(span, k)))
 
 
-def validate_candidates(device, resident, read_buffer, candidates, min_identity=0.8, words=None):
+def validate_candidates(device, resident, read_buffer, candidates, min_identity=0.8, words=None, selected=None,
+                        out=None):
     """Run the validation kernel over all candidates: per-candidate device arrays (dist, start, end, keep).
 
     ``dist`` is NO_ALIGNMENT where the band holds no alignment; start/end are 0 for candidates not kept.
     ``words`` fixes the bit-vector size (band cap 64*words-1); by default :func:`choose_words`.
+    ``selected`` (device uint32 array of candidate indices): validate only these, writing into ``out`` (the
+    four arrays of an earlier call, or fresh ones with keep = 0 and dist = NO_ALIGNMENT everywhere else).
     """
     import pyopencl.array as cla
 
@@ -182,18 +185,29 @@ def validate_candidates(device, resident, read_buffer, candidates, min_identity=
     lengths = _read_lengths(read_buffer)
     table = max_errors_table(int(lengths.max()) if lengths.size else 0, min_identity)
     queue, pool = device.queue, device.pool
-    dist = cla.empty(queue, n, np.int32, allocator=pool)
-    start = cla.empty(queue, n, np.uint32, allocator=pool)
-    end = cla.empty(queue, n, np.uint32, allocator=pool)
-    keep = cla.empty(queue, n, np.uint32, allocator=pool)
-    if n == 0:
+    if out is None:
+        dist = cla.empty(queue, n, np.int32, allocator=pool)
+        start = cla.empty(queue, n, np.uint32, allocator=pool)
+        end = cla.empty(queue, n, np.uint32, allocator=pool)
+        keep = cla.empty(queue, n, np.uint32, allocator=pool)
+        if selected is not None and n:
+            dist.fill(np.int32(NO_ALIGNMENT))
+            start.fill(np.uint32(0))
+            end.fill(np.uint32(0))
+            keep.fill(np.uint32(0))
+    else:
+        dist, start, end, keep = out
+    n_items = n if selected is None else int(selected.size)
+    if n_items == 0:
         return dist, start, end, keep
     table_dev = cla.to_device(queue, table, allocator=pool)
     kernel = _myers_kernel(device, words)
     device.launch(
         kernel,
-        n,
-        np.uint32(n),
+        n_items,
+        np.uint32(n_items),
+        (selected if selected is not None else candidates.rs).data,
+        np.uint32(selected is not None),
         candidates.rs.data,
         candidates.diag_lo.data,
         candidates.diag_hi.data,
@@ -213,17 +227,25 @@ def validate_candidates(device, resident, read_buffer, candidates, min_identity=
     return dist, start, end, keep
 
 
-def validate_hits(device, resident, read_buffer, candidates, min_identity=0.8, max_words=MAX_WORDS, words=None):
+def validate_hits(device, resident, read_buffer, candidates, min_identity=0.8, max_words=MAX_WORDS, words=None,
+                  select=None):
     """Validate ``candidates`` and keep those with percent identity >= ``min_identity``, in candidate order.
 
     ``max_words`` bounds the bit-vector (band cap 64*max_words-1 diagonals); ``words`` forces an exact size
-    (benchmarks). Returns :class:`ValidatedHits`.
+    (benchmarks). ``select`` (a :class:`peanut_py.selection.BestStratumSelection`): validate only the
+    candidates it selects (leaders first, then rivals). Returns :class:`ValidatedHits`.
     """
     import pyopencl.array as cla
 
     if words is None:
         words = choose_words(device, candidates, read_buffer, min_identity, max_words)
-    dist, start, end, keep = validate_candidates(device, resident, read_buffer, candidates, min_identity, words)
+    if select is None:
+        dist, start, end, keep = validate_candidates(device, resident, read_buffer, candidates, min_identity, words)
+    else:
+        dist, start, end, keep = select.run(
+            lambda selected, out=None: validate_candidates(device, resident, read_buffer, candidates, min_identity,
+                                                           words, selected=selected, out=out),
+            candidates, read_buffer)
     n = int(candidates.n)
     queue, pool = device.queue, device.pool
     dtypes = (np.uint32, np.int32, np.uint32, np.uint32, np.uint32)
