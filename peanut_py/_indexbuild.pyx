@@ -90,3 +90,13 @@ def fill_bitmap(const int64_t[::1] starts, const int64_t[::1] ends, uint32_t[::1
             while g < e:
                 bits[g >> 5] |= (<uint32_t>1) << (g & 31)
                 g += 1
+
+
+def unpack_codes(const uint32_t[::1] words, int64_t first, uint8_t[::1] out):
+    """out[i] = 2-bit code of global position first + i (words[0] holds positions 16 * (first >> 4) ...)."""
+    cdef Py_ssize_t i, n = out.shape[0]
+    cdef int64_t g
+    with nogil:
+        for i in range(n):
+            g = first + i - ((first >> 4) << 4)
+            out[i] = (words[g >> 4] >> (2 * (g & 15))) & 3

@@ -23,7 +23,7 @@ from .errors import InputError, PeanutError
 DEFAULT_Q = 16
 DEFAULT_STEP = 1
 # q-grams occurring more often than this are left out of P; chosen on GRCh37 chr20, see docs/indexing.md.
-DEFAULT_MASK_THRESHOLD = 1000
+DEFAULT_MASK_THRESHOLD = 300
 CONTIG_GAP = 1024
 FORMAT_VERSION = 1
 FORMAT_NAME = "peanut-py reference index"
@@ -42,7 +42,6 @@ SMALL = dict(compression="gzip", compression_opts=1, shuffle=True)
 # sequence letters (already uppercase) to base codes: A0 C1 G2 T3, anything else 4
 _CODE_TABLE = bytes({65: 0, 67: 1, 71: 2, 84: 3}.get(b, 4) for b in range(256))
 _LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
-_SHIFTS = (2 * np.arange(16, dtype=np.uint32)).astype(np.uint32)
 
 
 def _round16(n):
@@ -470,17 +469,6 @@ class ReferenceIndex:
         except ValueError:
             raise PeanutError(f"{self.path}: no contig named {name!r}") from None
 
-    @staticmethod
-    def _cover(lo, hi, starts, ends):
-        """Boolean mask over [lo, hi) of positions inside any of the (disjoint) intervals [starts, ends)."""
-        n = hi - lo
-        d = np.zeros(n + 1, dtype=np.int32)
-        s = np.clip(starts - lo, 0, n)
-        e = np.clip(ends - lo, 0, n)
-        np.add.at(d, s, 1)
-        np.add.at(d, e, -1)
-        return np.cumsum(d[:-1]) > 0
-
     def codes(self, global_start, global_end):
         """Base codes 0..3 of [global_start, global_end); 4 for non-ACGT bases and for gaps between contigs."""
         lo, hi = int(global_start), int(global_end)
@@ -491,18 +479,17 @@ class ReferenceIndex:
         if top <= lo:
             return out
         w0, w1 = lo >> 4, (top + 15) >> 4
-        words = self._h5["sequence/packed"][w0:w1].astype(np.uint32)
-        bases = ((words[:, None] >> _SHIFTS[None, :]) & 3).astype(np.uint8).ravel()
-        bases = bases[lo - 16 * w0: top - 16 * w0]
+        words = self._h5["sequence/packed"][w0:w1].astype(np.uint32, copy=False)
+        _extension().unpack_codes(np.ascontiguousarray(words), lo, out[: top - lo])
+        # gaps between (and after) contigs and the non-ACGT runs inside them are 4: a handful of intervals
         ends = self.offsets + self.lengths
-        i0 = np.searchsorted(ends, lo, side="right")
-        i1 = np.searchsorted(self.offsets, top, side="left")
-        inside = self._cover(lo, top, self.offsets[i0:i1], ends[i0:i1])
+        starts_out = np.concatenate([[lo], ends])
+        ends_out = np.concatenate([self.offsets, [top]])
         s, e, _ = self.exceptions()
-        j0 = np.searchsorted(e, lo, side="right")
-        j1 = np.searchsorted(s, top, side="left")
-        inside &= ~self._cover(lo, top, s[j0:j1], e[j0:j1])
-        out[: top - lo][inside] = bases[inside]
+        for a, b in zip(np.concatenate([starts_out, s]).tolist(), np.concatenate([ends_out, e]).tolist()):
+            a, b = max(a, lo), min(b, top)
+            if a < b:
+                out[a - lo: b - lo] = 4
         return out
 
     def fetch(self, contig_index, start, end):
