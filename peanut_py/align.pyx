@@ -139,14 +139,11 @@ cdef int align_core(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t 
         srow[4] = -sc.ambig
         end_pen = 0 if i == m else sc.clip
         tbrow = w.tb + <size_t> i * W
-        # band cells of this row inside the window [0, n]; the others are unreachable
+        # band cells of this row inside the window [0, n]; the others are unreachable (those before j = 0 are
+        # set now, those after j = n once the row is done)
         k_lo = -(i + lo) if i + lo < 0 else 0
         k_hi = n - (i + lo) if n - (i + lo) < W - 1 else W - 1
         for k in range(0, k_lo if k_lo < W else W):
-            H[k] = NEG_INF
-            F[k] = NEG_INF
-            tbrow[k] = 0
-        for k in range(k_hi + 1 if k_hi >= 0 else 0, W):
             H[k] = NEG_INF
             F[k] = NEG_INF
             tbrow[k] = 0
@@ -186,6 +183,12 @@ cdef int align_core(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t 
                     best_t = t
                     best_i = i
                     best_j = j
+        # cells past the window's end only after the row: the last cell above read H[k_hi + 1], F[k_hi + 1],
+        # i.e. (i-1, n), the start of insertions in the window's last column
+        for k in range(k_hi + 1 if k_hi >= 0 else 0, W):
+            H[k] = NEG_INF
+            F[k] = NEG_INF
+            tbrow[k] = 0
     if best_i < 0:
         return 0
     return traceback(read, m, ref, lo, W, local, sc, w, best_i, best_j, cigar, cigar_cap, out)
@@ -422,12 +425,10 @@ def align(read_codes, ref_codes, ref_global_start, band_lo, band_hi, local, A=1,
                      bytes(md_buf[:md_len]).decode("ascii"))
 
 
-def align_batch(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, band_lo, band_hi, local,
-                A=1, B=4, O=6, E=1, *, ambig=1, clip=5):
-    """Align pair p = read_seq[read_offsets[p]:read_offsets[p+1]] to the window
-    ref_seq[ref_offsets[p]:ref_offsets[p+1]] starting at global ref_global_start[p], band
-    band_lo[p]..band_hi[p], mode local[p] (scalars broadcast). The loop runs without the GIL with this
-    call's own work buffers, so several threads may call it at once. Returns BatchAlignments."""
+def batch_arrays(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, band_lo, band_hi, local):
+    """align_batch's inputs checked and converted (scalars broadcast): read and window codes (uint8), their
+    offsets (int64), global window starts (int64), band bounds (int32) and local flags (uint8) per pair.
+    Shared with the device kernel's wrapper (affine.py) so both reject bad input alike."""
     rseq = _codes(read_seq, "read_seq")
     fseq = _codes(ref_seq, "ref_seq")
     roff = _offsets(read_offsets, rseq.size, "read_offsets")
@@ -439,6 +440,18 @@ def align_batch(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, 
     blo = np.ascontiguousarray(np.broadcast_to(band_lo, (npairs,)), dtype=np.int32)
     bhi = np.ascontiguousarray(np.broadcast_to(band_hi, (npairs,)), dtype=np.int32)
     loc = np.ascontiguousarray(np.broadcast_to(local, (npairs,)), dtype=np.uint8)
+    return rseq, fseq, roff, foff, gstart, blo, bhi, loc
+
+
+def align_batch(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, band_lo, band_hi, local,
+                A=1, B=4, O=6, E=1, *, ambig=1, clip=5):
+    """Align pair p = read_seq[read_offsets[p]:read_offsets[p+1]] to the window
+    ref_seq[ref_offsets[p]:ref_offsets[p+1]] starting at global ref_global_start[p], band
+    band_lo[p]..band_hi[p], mode local[p] (scalars broadcast). The loop runs without the GIL with this
+    call's own work buffers, so several threads may call it at once. Returns BatchAlignments."""
+    rseq, fseq, roff, foff, gstart, blo, bhi, loc = batch_arrays(read_seq, read_offsets, ref_seq, ref_offsets,
+                                                                 ref_global_start, band_lo, band_hi, local)
+    npairs = roff.size - 1
     cdef Scoring sc = make_scoring(A, B, O, E, ambig, clip)
     pos = np.empty(npairs, dtype=np.int64)
     ref_end = np.empty(npairs, dtype=np.int64)
@@ -516,6 +529,14 @@ def align_batch(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, 
 
 def md_batch(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, result):
     """MD strings (list of str, "" for pairs without alignment) of align_batch's result on the same input."""
+    text, offsets = md_flat(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, result)
+    raw = text.tobytes()
+    return [raw[a:b].decode("ascii") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+
+
+def md_flat(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, result):
+    """md_batch's strings as one uint8 text with int64 offsets (pair p: text[offsets[p]:offsets[p+1]],
+    empty for pairs without alignment), built without the GIL."""
     rseq = _codes(read_seq, "read_seq")
     fseq = _codes(ref_seq, "ref_seq")
     roff = _offsets(read_offsets, rseq.size, "read_offsets")
@@ -527,24 +548,28 @@ def md_batch(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, res
     coff = np.ascontiguousarray(result.cigar_offsets, dtype=np.int64)
     if rpos.size != npairs or coff.size != npairs + 1:
         raise ValueError("result does not match the input's number of pairs")
+    # an MD string has at most 3 characters per reference base of the window plus a closing number
+    limits = 3 * np.diff(foff) + 16
+    text = np.empty(max(int(limits.sum()), 1), dtype=np.uint8)
+    offsets = np.zeros(npairs + 1, dtype=np.int64)
     cdef const uint8_t[::1] rv = rseq if rseq.size else np.zeros(1, np.uint8)
     cdef const uint8_t[::1] fv = fseq if fseq.size else np.zeros(1, np.uint8)
     cdef const uint32_t[::1] cv = cig if cig.size else np.zeros(1, np.uint32)
     cdef const int64_t[::1] ro = roff, fo = foff, gs = gstart, pv = rpos, co = coff
-    cdef int32_t cap = 3 * int(np.diff(foff).max() if npairs else 0) + 16
-    buf = bytearray(cap)
-    cdef char *bp = buf
-    cdef int64_t p
-    cdef int32_t length
-    out = []
-    for p in range(npairs):
-        if pv[p] < 0:
-            out.append("")
-            continue
-        with nogil:
-            length = md_core(&rv[0] + ro[p], &fv[0] + fo[p], pv[p] - gs[p], &cv[0] + co[p],
-                             <int32_t> (co[p + 1] - co[p]), bp, cap)
-        if length < 0:
-            raise RuntimeError("MD buffer too small")
-        out.append(bytes(buf[:length]).decode("ascii"))
-    return out
+    cdef const int64_t[::1] lim = limits
+    cdef uint8_t[::1] tv = text
+    cdef int64_t[::1] ov = offsets
+    cdef int64_t p, at = 0, n = npairs
+    cdef int32_t length = 0
+    with nogil:
+        for p in range(n):
+            if pv[p] >= 0:
+                length = md_core(&rv[0] + ro[p], &fv[0] + fo[p], pv[p] - gs[p], &cv[0] + co[p],
+                                 <int32_t> (co[p + 1] - co[p]), <char *> &tv[0] + at, <int32_t> lim[p])
+                if length < 0:
+                    break
+                at += length
+            ov[p + 1] = at
+    if length < 0:
+        raise RuntimeError("MD buffer too small")
+    return text, offsets

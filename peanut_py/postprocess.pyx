@@ -8,7 +8,7 @@ import numpy as np
 
 cimport numpy as cnp
 from libc.stdlib cimport free, malloc, qsort
-from libc.string cimport memmove
+from libc.string cimport memcpy, memmove
 
 cnp.import_array()
 
@@ -171,3 +171,25 @@ def strata_counts(const i64[:] order, const i64[:] read_ptr, const i32[:] dist, 
                 j += 1
             report[r] = <i32> min(j - lo, max_hits)
     return report_arr, best_arr
+
+
+def gather_segments(const cnp.uint8_t[::1] source, const i64[::1] starts, const i64[::1] lengths):
+    """``source[starts[i]:starts[i] + lengths[i]]`` for all i concatenated, and int64 offsets (n + 1): the
+    read strands and reference windows the final alignment needs, copied without the GIL."""
+    cdef Py_ssize_t n = starts.shape[0], i
+    offsets_arr = np.zeros(n + 1, dtype=np.int64)
+    cdef i64[::1] off = offsets_arr
+    cdef i64 total = 0
+    for i in range(n):
+        if lengths[i] < 0 or starts[i] < 0 or starts[i] + lengths[i] > source.shape[0]:
+            raise IndexError(f"segment {i} [{starts[i]}, {starts[i] + lengths[i]}) outside the source")
+        total += lengths[i]
+        off[i + 1] = total
+    out_arr = np.empty(total, dtype=np.uint8)
+    if total == 0:
+        return out_arr, offsets_arr
+    cdef cnp.uint8_t[::1] out = out_arr
+    with nogil:
+        for i in range(n):
+            memcpy(&out[off[i]], &source[starts[i]], lengths[i])
+    return out_arr, offsets_arr

@@ -44,6 +44,10 @@ _BINARY = "binary data (a non-ASCII byte): not FASTQ or FASTA text"
 _BLANK_TAIL = re.compile(r"^Premature end of file encountered\. The incomplete final record was: '(?:\\[rnt]| )*'$")
 
 
+# complement of the base codes A C G T N
+_RC_CODE = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
+
+
 @dataclass
 class ReadBatch:
     """A batch of reads. For pairs (``paired``) the reads alternate mate 1, mate 2."""
@@ -55,10 +59,46 @@ class ReadBatch:
     offsets: np.ndarray  # int64, n + 1: read i is codes[offsets[i]:offsets[i + 1]]
     first_record: int  # 1-based record number of the batch's first read in its file (both files for pairs)
     paired: bool = False
+    joined_seqs: Optional[bytes] = None  # the seqs concatenated (read i at offsets[i]:offsets[i + 1])
+    joined_quals: Optional[bytes] = None  # the quals concatenated, None for FASTA input
 
     @property
     def n(self) -> int:
         return len(self.names)
+
+    @property
+    def seq_text(self) -> bytes:
+        if self.joined_seqs is None:
+            self.joined_seqs = b"".join(self.seqs)
+        return self.joined_seqs
+
+    @property
+    def qual_text(self) -> Optional[bytes]:
+        if self.quals is None:
+            return None
+        if self.joined_quals is None:
+            self.joined_quals = b"".join(self.quals)
+        return self.joined_quals
+
+    def name_columns(self):
+        """The names as one uint8 text and int64 offsets (for the SAM formatter, samtext.pyx); computed once
+        (the postprocessing threads of a batch may race to it, which only costs a duplicate computation)."""
+        cached = self.__dict__.get("_name_columns")
+        if cached is None:
+            encoded = [name.encode() for name in self.names]
+            offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+            text = np.frombuffer(b"".join(encoded), dtype=np.uint8) if offsets[-1] else np.zeros(1, np.uint8)
+            cached = self.__dict__["_name_columns"] = (text, offsets)
+        return cached
+
+    def both_strands(self):
+        """codes followed by the reverse complement of the whole batch: read i's reverse complement starts
+        at 2 * len(codes) - offsets[i + 1]. Computed once, as name_columns."""
+        cached = self.__dict__.get("_both_strands")
+        if cached is None:
+            cached = self.__dict__["_both_strands"] = np.concatenate([self.codes, _RC_CODE[self.codes[::-1]]])
+        return cached
 
     @property
     def lengths(self) -> np.ndarray:
@@ -341,6 +381,7 @@ def _make_batch(names, seqs, quals, first_record, paired, locate):
         seqs = [joined[a:b] for a, b in zip(bounds, bounds[1:])]
     elif text:
         seqs = list(map(str.encode, seqs))
+    jq = None
     if quals is not None:
         jq = "".join(quals).encode("ascii")
         q = np.frombuffer(jq, dtype=np.uint8)
@@ -350,7 +391,7 @@ def _make_batch(names, seqs, quals, first_record, paired, locate):
             path, record = locate(i)
             raise InputError(path, f"invalid quality character {chr(jq[pos])!r} in read '{names[i]}'", record)
         quals = list(map(str.encode, quals))
-    return ReadBatch(names, seqs, quals, codes, offsets, first_record, paired)
+    return ReadBatch(names, seqs, quals, codes, offsets, first_record, paired, joined, jq)
 
 
 def _limits(max_reads, max_bases, unit):

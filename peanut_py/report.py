@@ -9,11 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import pairing, sam
-from .align import align_batch, cigar_string, md_batch
-from .postprocess import rank_hits, strata_counts
-
-# read-strand codes: complement of A C G T N
-_COMPLEMENT = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
+from .align import align_batch, cigar_string, md_batch, md_flat
+from .postprocess import gather_segments, rank_hits, strata_counts
+from .samtext import format_single_end
 
 # the alignment window extends this far beyond the validated interval, and the band this far beyond the
 # diagonals of the validated alignment's two ends (edit-distance and affine optima can differ slightly)
@@ -90,14 +88,9 @@ def xa_tag(names, offsets, contig, strand, aln, hits):
 
 
 def _gather(source, starts, lengths):
-    """Concatenate ``source[starts[i]:starts[i]+lengths[i]]`` for all i (vectorised), with offsets."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if total == 0:
-        return np.zeros(0, dtype=source.dtype), offsets
-    idx = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1] - starts, lengths)
-    return source[idx], offsets
+    """Concatenate ``source[starts[i]:starts[i]+lengths[i]]`` for all i, with offsets."""
+    return gather_segments(source, np.ascontiguousarray(starts, dtype=np.int64),
+                           np.ascontiguousarray(lengths, dtype=np.int64))
 
 
 class Postprocessor:
@@ -150,7 +143,7 @@ class Postprocessor:
         strand = (rs[hit] & 1).astype(bool)
         read = local_read + r0
 
-        aln, md, contig = self._align(batch, read, strand, start[hit], end[hit])
+        aln, md, contig = self._align(batch, read, strand, start[hit], end[hit], flat_md=True)
 
         # per read: primary = first aligned hit (best stratum, leftmost); XS = best score among the others
         first = np.cumsum(n_align) - n_align
@@ -169,17 +162,29 @@ class Postprocessor:
         mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, opts)
         mapq = np.where(n_best > 1, 0, mapq)
 
-        return self._records(batch, r0, n_reads, report, n_align, first, strand, contig, aln, md, dist[hit], score, sub, mapq)
+        return self.format_chunk(batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq)
 
-    def _align(self, batch, read, strand, hit_start, hit_end):
+    def format_chunk(self, batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq):
+        """SAM text of a chunk of single-end reads (samtext.pyx, without the GIL): (text, n_reads, counts).
+        ``md`` is md_flat's (text, offsets); tests/test_samtext.py holds the plain Python reference."""
+        text, mapped, multi = format_single_end(
+            batch, self.names, self.offsets, r0, n_reads, np.ascontiguousarray(report, dtype=np.int32),
+            np.ascontiguousarray(first, dtype=np.int64), np.ascontiguousarray(mapq, dtype=np.int64),
+            np.ascontiguousarray(sub, dtype=np.int64), np.ascontiguousarray(strand, dtype=np.uint8),
+            np.ascontiguousarray(contig, dtype=np.int64), aln.pos, aln.nm, aln.score, aln.cigar, aln.cigar_offsets,
+            md[0], md[1], self.opts.secondary, self.opts.read_group_id,
+        )
+        return text, n_reads, {"mapped": mapped, "multi": multi}
+
+    def _align(self, batch, read, strand, hit_start, hit_end, flat_md=False):
         """Final alignment of hits (batch read index, strand, validated global [start, end) per hit):
-        returns (BatchAlignments, MD strings, contig index per hit)."""
+        returns (BatchAlignments, MD strings (or md_flat's (text, offsets) with ``flat_md``), contig index
+        per hit)."""
         opts = self.opts
         lengths = np.diff(batch.offsets)[read]
-        # forward codes followed by the reverse complement of the whole batch: read i's reverse complement
-        # starts at total + total - offsets[i + 1]
+        # forward codes followed by the reverse complement of the whole batch (ReadBatch.both_strands)
         total = len(batch.codes)
-        both = np.concatenate([batch.codes, _COMPLEMENT[batch.codes[::-1]]])
+        both = batch.both_strands()
         src = np.where(strand, 2 * total - batch.offsets[read + 1], batch.offsets[read])
         read_codes, read_off = _gather(both, src, lengths)
 
@@ -197,47 +202,8 @@ class Postprocessor:
             read_codes, read_off, ref_codes, ref_off, win_lo, band_lo, band_hi, opts.local,
             opts.match, opts.mismatch, opts.gap_open, opts.gap_extend, clip=opts.clip,
         )
-        md = md_batch(read_codes, read_off, ref_codes, ref_off, win_lo, aln)
+        md = (md_flat if flat_md else md_batch)(read_codes, read_off, ref_codes, ref_off, win_lo, aln)
         return aln, md, contig
-
-    def _records(self, batch, r0, n_reads, report, n_align, first, strand, contig, aln, md, hit_dist, score, sub, mapq):
-        opts = self.opts
-        rec_read, rec_flag, rec_ref, rec_pos, rec_mapq, rec_cigar, rec_tags = [], [], [], [], [], [], []
-        mapped = multi = 0
-        names = self.names
-        for r in range(n_reads):
-            k0 = int(first[r])
-            if report[r] == 0 or aln.pos[k0] < 0:
-                rec_read.append(r0 + r)
-                rec_flag.append(sam.FLAG_UNMAPPED)
-                rec_ref.append(-1)
-                rec_pos.append(-1)
-                rec_mapq.append(0)
-                rec_cigar.append("*")
-                rec_tags.append(None)
-                continue
-            mapped += 1
-            others = [k for k in range(k0 + 1, k0 + int(report[r])) if aln.pos[k] >= 0]
-            if others:
-                multi += 1
-            tags = f"NM:i:{aln.nm[k0]}\tMD:Z:{md[k0]}\tAS:i:{aln.score[k0]}"
-            if sub[r] >= 0:
-                tags += f"\tXS:i:{sub[r]}"
-            if others and not opts.secondary:
-                tags += xa_tag(names, self.offsets, contig, strand, aln, others)
-            for k in [k0] + (others if opts.secondary else []):
-                rec_read.append(r0 + r)
-                rec_flag.append((sam.FLAG_REVERSE if strand[k] else 0) | (sam.FLAG_SECONDARY if k != k0 else 0))
-                rec_ref.append(int(contig[k]))
-                rec_pos.append(int(aln.pos[k] - self.offsets[contig[k]]))
-                rec_mapq.append(int(mapq[r]) if k == k0 else 0)
-                rec_cigar.append(cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]]))
-                rec_tags.append(tags if k == k0 else f"NM:i:{aln.nm[k]}\tMD:Z:{md[k]}\tAS:i:{aln.score[k]}")
-        text = sam.format_records(
-            batch, names, rec_read, rec_flag, rec_ref, rec_pos, mapq=rec_mapq, cigar=rec_cigar, tags=rec_tags,
-            read_group_id=opts.read_group_id,
-        )
-        return text, n_reads, {"mapped": mapped, "multi": multi}
 
     # --- paired-end -----------------------------------------------------------------------------------------
 

@@ -206,7 +206,11 @@ class _StdoutWriter(_Writer):
         self._out.write(header)
 
     def write(self, text):
-        self._out.write(text)
+        if isinstance(text, bytes):
+            self._out.flush()
+            self._out.buffer.write(text)
+        else:
+            self._out.write(text)
 
     def close(self):
         self._out.flush()
@@ -263,12 +267,12 @@ class _AtomicFileWriter(_Writer):
 class _SamFileWriter(_AtomicFileWriter):
     def __init__(self, path, header):
         super().__init__(path)
-        self._file = os.fdopen(self._fd, "w", encoding="utf-8", newline="\n", buffering=1 << 20)
+        self._file = os.fdopen(self._fd, "wb", buffering=1 << 20)
         self.write(header)
 
     def write(self, text):
         try:
-            self._file.write(text)
+            self._file.write(text if isinstance(text, bytes) else text.encode())
         except OSError as e:
             self.abort()
             raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
@@ -297,6 +301,8 @@ class _BamWriter(_AtomicFileWriter):
 
     def write(self, text):
         header, write, fromstring = self._header, self._bam.write, self._fromstring
+        if isinstance(text, bytes):
+            text = text.decode()
         for line in text.splitlines():
             write(fromstring(line, header))
 
@@ -316,6 +322,8 @@ class _StdoutBamWriter(_Writer):
         self._fromstring = pysam.AlignedSegment.fromstring
 
     def write(self, text):
+        if isinstance(text, bytes):
+            text = text.decode()
         for line in text.splitlines():
             self._bam.write(self._fromstring(line, self._header))
 
@@ -342,7 +350,7 @@ def output_format(path, fmt=None):
 
 
 def open_output(path, header, fmt=None, threads=1):
-    """A writer with write(text_block), close(), abort() and context management.
+    """A writer with write(text_block) (str or UTF-8 bytes), close(), abort() and context management.
 
     path None or '-': stdout; otherwise an atomically replaced file. `threads`: BAM compression threads.
     """
