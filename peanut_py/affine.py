@@ -16,8 +16,9 @@ from .validation import _cached, _require_mako
 LAYOUTS = ("interleaved", "item")
 BUDGET_FRACTION = 4  # default budget per launch: a quarter of the device's global memory (and <= max_alloc)
 
-# pyopencl kernels set their arguments and enqueue in two steps, and the memory pool is not meant for
-# concurrent use: calls from several threads take turns for their device work.
+# pyopencl kernels set their arguments and enqueue in two steps: calls from several threads (the
+# postprocessing pool) take turns for their device work. That work goes to the device's side queue with
+# plain allocations, never to the main queue or its memory pool, which the mapping core's thread drives.
 _launch_lock = threading.Lock()
 
 _EMPTY = np.zeros(0, dtype=np.uint8)
@@ -137,14 +138,14 @@ def _run_launch(device, kernels, a, b, rseq, roff, fseq, foff, gstart, blo, bhi,
     if tb_slot > device.max_alloc:
         raise MemoryError(f"alignment work buffers: pair {a} needs {tb_slot} bytes of traceback, more than "
                           f"the device's largest allocation ({device.max_alloc} bytes)")
-    queue, pool = device.queue, device.pool
+    queue = device.side_queue()
 
     def up(x):
         x = np.ascontiguousarray(x)
-        return cla.to_device(queue, x if x.size else np.zeros(1, x.dtype), allocator=pool)
+        return cla.to_device(queue, x if x.size else np.zeros(1, x.dtype))
 
     def empty(size, dtype):
-        return cla.empty(queue, max(int(size), 1), dtype, allocator=pool)
+        return cla.empty(queue, max(int(size), 1), dtype)
 
     align_kernel, compact_kernel = kernels
     with _launch_lock:
@@ -157,12 +158,12 @@ def _run_launch(device, kernels, a, b, rseq, roff, fseq, foff, gstart, blo, bhi,
         ops = empty(count * op_slot, np.uint32)
         outs = [empty(count, dt) for dt in (np.int64, np.int64, np.int32, np.int32, np.int32, np.int32)]
         n_ops = empty(count, np.uint32)
-        overflow = cla.zeros(queue, 1, np.int32, allocator=pool)
+        overflow = cla.zeros(queue, 1, np.int32)
         offsets = empty(count + 1, np.int64)
         device.launch(align_kernel, count, np.uint32(count), d_read.data, d_roff.data, d_ref.data, d_foff.data,
                       d_gs.data, d_lo.data, d_hi.data, d_loc.data, np.uint64(tb_slot), np.uint32(row_slot),
                       np.uint32(op_slot), tb.data, H.data, F.data, ops.data, *(o.data for o in outs), n_ops.data,
-                      overflow.data)
+                      overflow.data, queue=queue)
         _offset_scan(device)(n_ops[:count], offsets, queue=queue)
         host_offsets = offsets.get()[:count + 1]
         if int(overflow.get()[0]):
@@ -170,6 +171,6 @@ def _run_launch(device, kernels, a, b, rseq, roff, fseq, foff, gstart, blo, bhi,
         total = int(host_offsets[-1])
         cigar = empty(total, np.uint32)
         device.launch(compact_kernel, count, np.uint32(count), np.uint32(op_slot), ops.data, n_ops.data,
-                      offsets.data, cigar.data)
+                      offsets.data, cigar.data, queue=queue)
         host = [o.get()[:count] for o in outs]
         return (*host, cigar.get()[:total], host_offsets)

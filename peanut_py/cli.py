@@ -79,7 +79,7 @@ def cmd_map(args):
     opts = MapOptions(
         mode=args.mode, max_hits=args.max_hits, min_identity=args.min_identity, local=not args.semiglobal,
         secondary=args.secondary, match=args.A, mismatch=args.B, gap_open=args.O, gap_extend=args.E, clip=args.L,
-        validate_all=args.validate_all,
+        validate_all=args.validate_all, align_on=args.align_on,
     )
     map_reads(
         args.index, args.reads, opts, output=args.output, threads=args.threads, device_spec=args.device,
@@ -166,6 +166,9 @@ def build_parser():
     p.add_argument("--validate-all", action="store_true",
                    help="mode best: validate every candidate, not only the strongest and their close rivals "
                    "(slower; same best hits, MAPQ from all rivals)")
+    p.add_argument("--align-on", choices=("cpu", "device"), default="cpu",
+                   help="where the final affine-gap alignment of reported hits runs: the postprocessing threads "
+                   "(cpu, default) or the OpenCL device (kernels/affine.cl); the output is identical")
     p.add_argument("--batch-size", type=int, metavar="N", help="reads per device buffer (default: from device memory)")
     p.add_argument("-A", type=int, default=1, help="match score (default %(default)s)")
     p.add_argument("-B", type=int, default=4, help="mismatch penalty (default %(default)s)")

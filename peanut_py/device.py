@@ -194,6 +194,8 @@ class Device:
         self.queue = cl.CommandQueue(self.context)
         self.allocator = pyopencl.tools.ImmediateAllocator(self.queue)
         self.pool = pyopencl.tools.MemoryPool(self.allocator)
+        self._side_queue = None
+        self._side_lock = threading.Lock()
         self._programs = {}
         self._lock = threading.Lock()
         # A cap (bytes) lets tests and benchmarks simulate a smaller device.
@@ -242,10 +244,20 @@ class Device:
             size -= size % multiple
         return max(1, size)
 
-    def launch(self, kernel, n, *args, preferred=256):
-        """Run a 1-D kernel over ``n`` work-items (global size rounded up; kernels guard ``gid < n``)."""
+    def launch(self, kernel, n, *args, preferred=256, queue=None):
+        """Run a 1-D kernel over ``n`` work-items (global size rounded up; kernels guard ``gid < n``), on
+        ``queue`` (default: the device's main queue)."""
         if n == 0:
             return None
         wg = self.work_group_size(kernel, preferred)
         global_size = (n + wg - 1) // wg * wg
-        return kernel(self.queue, (global_size,), (wg,), *args)
+        return kernel(queue or self.queue, (global_size,), (wg,), *args)
+
+    def side_queue(self):
+        """A second in-order queue, created once: for device work issued from other threads than the one
+        driving the main queue (the final alignment from the postprocessing pool), so that it neither waits
+        for nor interleaves with the mapping core's commands."""
+        with self._side_lock:
+            if self._side_queue is None:
+                self._side_queue = _cl().CommandQueue(self.context)
+            return self._side_queue

@@ -61,7 +61,7 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
     if batch_size is None:
         batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes)
     core = MappingCore(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
-    post = Postprocessor(index, genome, opts)
+    post = Postprocessor(index, genome, opts, device=device)
     header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
                             program_command_line=command_line)
     if mates is not None or interleaved:

@@ -34,6 +34,7 @@ class MapOptions:
     clip: int = 5
     read_group_id: str = None
     validate_all: bool = False  # mode best: no best-stratum selection (selection.py)
+    align_on: str = "cpu"  # final alignment: "cpu" (align.pyx on the pool) or "device" (kernels/affine.cl)
 
     @property
     def n_strata(self):
@@ -99,7 +100,21 @@ class Postprocessor:
     # chunks per batch and thread: enough to balance the pool, few enough to keep per-chunk overhead small
     CHUNKS_PER_THREAD = 4
 
-    def __init__(self, reference, genome_codes, opts):
+    def __init__(self, reference, genome_codes, opts, device=None):
+        """``device``: where the final alignment runs with ``opts.align_on == "device"`` (the same results as
+        align.pyx, bit for bit; see docs/alignment.md)."""
+        if opts.align_on == "device":
+            if device is None:
+                raise ValueError("align_on='device' needs the device")
+            from functools import partial
+
+            from .affine import align_batch_device
+
+            self._aligner = partial(align_batch_device, device)
+        elif opts.align_on == "cpu":
+            self._aligner = align_batch
+        else:
+            raise ValueError(f"align_on must be 'cpu' or 'device', not {opts.align_on!r}")
         self.names = list(reference.names)
         self.offsets = np.asarray(reference.offsets, dtype=np.int64)
         self.ends = self.offsets + np.asarray(reference.lengths, dtype=np.int64)
@@ -198,7 +213,7 @@ class Postprocessor:
         d1 = hit_end - lengths - win_lo
         band_lo = (np.minimum(d0, d1) - BAND_PAD).astype(np.int32)
         band_hi = (np.maximum(d0, d1) + BAND_PAD).astype(np.int32)
-        aln = align_batch(
+        aln = self._aligner(
             read_codes, read_off, ref_codes, ref_off, win_lo, band_lo, band_hi, opts.local,
             opts.match, opts.mismatch, opts.gap_open, opts.gap_extend, clip=opts.clip,
         )

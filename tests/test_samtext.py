@@ -123,3 +123,28 @@ def test_md_flat_equals_md_batch(mapped_example):
     flat = [bytes(text[a:b]).decode() for a, b in zip(offsets[:-1], offsets[1:])]
     assert len(flat) == len(md_list) > 2000 and flat == md_list
     assert sum(m == "" for m in flat) == int((aln.pos < 0).sum())
+
+
+@pytest.mark.parametrize("extra", [[], ["-p"]], ids=["single", "paired"])
+def test_align_on_device_gives_identical_sam(example_index, tmp_path, extra):
+    """`peanut map --align-on device` (kernels/affine.cl from the postprocessing threads) writes the same
+    SAM as the default CPU alignment, single-end and paired-end, with two threads."""
+    from conftest import run_cli, sam_body
+
+    if extra:
+        reads = tmp_path / "interleaved.fq"
+        with gzip.open(READS, "rt") as f1, gzip.open(str(READS).replace("_R1", "_R2"), "rt") as f2, \
+                open(reads, "w") as o:
+            a, b = f1.read().splitlines(), f2.read().splitlines()
+            for i in range(0, len(a), 4):
+                o.write("\n".join(a[i:i + 4] + b[i:i + 4]) + "\n")
+    else:
+        reads = READS
+    outs = []
+    for where in ("cpu", "device"):
+        out = tmp_path / f"{where}.sam"
+        rc, _, err = run_cli("map", str(example_index), str(reads), *extra, "-t", "2", "--align-on", where,
+                             "-o", str(out))
+        assert rc == 0, err
+        outs.append(sam_body(out))
+    assert len(outs[0]) > 2000 and outs[0] == outs[1]
