@@ -24,7 +24,9 @@ for where in cpu device; do
   /usr/bin/time -f "$where: %e s wall, %M KB peak" peanut map "$index" "$reads/r1.fq" -t "$THREADS" \
     --align-on "$where" -o "/tmp/align-$where.sam" 2>&1 | tail -3
 done | tee "$OUT/align-on.txt"
-if cmp -s <(grep -v '^@PG' /tmp/align-cpu.sam) <(grep -v '^@PG' /tmp/align-device.sam); then
+if [ ! -s /tmp/align-cpu.sam ] || [ ! -s /tmp/align-device.sam ]; then
+  echo "align-on cpu and device: a run FAILED" | tee -a "$OUT/align-on.txt"
+elif cmp -s <(grep -v '^@PG' /tmp/align-cpu.sam) <(grep -v '^@PG' /tmp/align-device.sam); then
   echo "align-on cpu and device: identical SAM" | tee -a "$OUT/align-on.txt"
 else
   echo "align-on cpu and device: SAM DIFFERS" | tee -a "$OUT/align-on.txt"

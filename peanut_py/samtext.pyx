@@ -151,7 +151,7 @@ def _flat_strings(strings):
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     if encoded:
         np.cumsum([len(s) for s in encoded], out=offsets[1:])
-    text = np.frombuffer(b"".join(encoded), dtype=np.uint8) if offsets[-1] else np.zeros(1, np.uint8)
+    text = np.frombuffer(b"".join(encoded), dtype=np.uint8) if offsets[len(encoded)] else np.zeros(1, np.uint8)
     return text, offsets
 
 
