@@ -38,6 +38,12 @@ def check_reference(index, fasta_path, index_path):
         raise PeanutError(f"{index_path}: this index was not built from {fasta_path} (sequence checksums differ)")
 
 
+# Reads per batch at most: enough to fill a GPU (filtration streams the reference once per batch), few enough
+# that reading, the device and the postprocessing pool work on consecutive batches at the same time (one
+# batch of a million reads on the H200: 1.2 s reading, then 1.0 s device, then 1.2 s postprocessing).
+PIPELINE_BATCH = 1 << 18
+
+
 def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=None, batch_size=None,
               read_group=None, reference=None, command_line=None, log=None, memory_cap=None, mates=None,
               interleaved=False, insert_size=None):
@@ -59,7 +65,8 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
     if log:
         log(f"device: {device.name}; reference resident on the device ({upload:.1f} s to load and upload)")
     if batch_size is None:
-        batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes)
+        batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes,
+                                      max_reads=PIPELINE_BATCH)
     core = MappingCore(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
     post = Postprocessor(index, genome, opts, device=device)
     header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
