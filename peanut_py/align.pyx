@@ -573,3 +573,147 @@ def md_flat(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, resu
     if length < 0:
         raise RuntimeError("MD buffer too small")
     return text, offsets
+
+
+cdef inline int32_t column_score(uint8_t a, uint8_t b, const Scoring *sc) noexcept nogil:
+    if a == 4 or b == 4:
+        return -sc.ambig
+    return sc.A if a == b else -sc.B
+
+
+cdef int32_t clip_one_pair(const uint8_t *read, int32_t m, const uint8_t *ref, uint32_t *cig, int32_t n_ops,
+                           const Scoring *sc, int64_t *ref_begin, int64_t *ref_end, int32_t *read_begin,
+                           int32_t *read_end, int32_t *score) noexcept nogil:
+    """Clip terminal gaps in place (cig holds the ops without S); returns the new number of ops."""
+    cdef int32_t first = 0, last = n_ops - 1, k, L, x, seg, cost, op
+    cdef int64_t r
+    cdef int32_t q
+    # left end: M run, then one gap, then more alignment
+    while last - first >= 2 and (cig[first] & 0xf) == OP_M and (cig[first + 1] & 0xf) in (OP_I, OP_D):
+        k = cig[first] >> 4
+        L = cig[first + 1] >> 4
+        op = cig[first + 1] & 0xf
+        seg = 0
+        for x in range(k):
+            seg += column_score(read[read_begin[0] + x], ref[ref_begin[0] + x], sc)
+        cost = sc.O + L * sc.E
+        if seg + (L * sc.A if op == OP_I else 0) > cost:
+            break
+        read_begin[0] += k + (L if op == OP_I else 0)
+        ref_begin[0] += k + (L if op == OP_D else 0)
+        score[0] += cost - seg
+        first += 2
+    # right end, mirrored
+    while last - first >= 2 and (cig[last] & 0xf) == OP_M and (cig[last - 1] & 0xf) in (OP_I, OP_D):
+        k = cig[last] >> 4
+        L = cig[last - 1] >> 4
+        op = cig[last - 1] & 0xf
+        seg = 0
+        for x in range(k):
+            seg += column_score(read[read_end[0] - k + x], ref[ref_end[0] - k + x], sc)
+        cost = sc.O + L * sc.E
+        if seg + (L * sc.A if op == OP_I else 0) > cost:
+            break
+        read_end[0] -= k + (L if op == OP_I else 0)
+        ref_end[0] -= k + (L if op == OP_D else 0)
+        score[0] += cost - seg
+        last -= 2
+    if first > 0:
+        for x in range(first, last + 1):
+            cig[x - first] = cig[x]
+    return last - first + 1
+
+
+def clip_terminal_gaps(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, result, local,
+                       A=1, B=4, O=6, E=1, *, ambig=1, clip=5):
+    """bwa-mem's rule for gaps near read ends, applied to align_batch's (or the device kernel's) result: in
+    local mode, a gap whose flank between it and the read end does not pay for it (flank score < gap cost)
+    is soft-clipped together with that flank, repeatedly at both ends (docs/alignment.md, "Terminal gaps").
+    bwa gets there by bounding a gap's length by the score left to extend; the dynamic program alone would
+    keep e.g. 7M5D93M (score 7 - 11 + 93 = 89) over 7S93M (93 - 5 clip = 88). Returns BatchAlignments
+    with pos/ref_end/read_begin/read_end/score/CIGAR updated and NM recomputed; pairs with ``local`` false
+    are unchanged."""
+    rseq, fseq, roff, foff, gstart, _, _, loc = batch_arrays(read_seq, read_offsets, ref_seq, ref_offsets,
+                                                             ref_global_start, 0, 0, local)
+    cdef Scoring sc = make_scoring(A, B, O, E, ambig, clip)
+    npairs = roff.size - 1
+    pos = np.array(result.pos, dtype=np.int64)
+    ref_end = np.array(result.ref_end, dtype=np.int64)
+    read_begin = np.array(result.read_begin, dtype=np.int32)
+    read_end = np.array(result.read_end, dtype=np.int32)
+    score = np.array(result.score, dtype=np.int32)
+    nm = np.array(result.nm, dtype=np.int32)
+    src_cigar = np.ascontiguousarray(result.cigar, dtype=np.uint32)
+    src_off = np.ascontiguousarray(result.cigar_offsets, dtype=np.int64)
+    cigar = np.empty(max(src_cigar.size, 1), dtype=np.uint32)
+    cigar_offsets = np.zeros(npairs + 1, dtype=np.int64)
+    cdef const uint8_t[::1] rv = rseq if rseq.size else np.zeros(1, np.uint8)
+    cdef const uint8_t[::1] fv = fseq if fseq.size else np.zeros(1, np.uint8)
+    cdef const int64_t[::1] ro = roff, fo = foff, gs = gstart, so = src_off
+    cdef const uint8_t[::1] lv = loc
+    cdef const uint32_t[::1] sc_v = src_cigar if src_cigar.size else np.zeros(1, np.uint32)
+    cdef uint32_t[::1] cv = cigar
+    cdef int64_t[::1] co = cigar_offsets, pv = pos, ev = ref_end
+    cdef int32_t[::1] bv = read_begin, dv = read_end, sv = score, nv = nm
+    cdef int64_t p, x, at = 0, n = npairs, rb, re_, q, r
+    cdef int32_t n_ops, m, k, op, l, qb, qe, s, mism
+    cdef uint8_t a, b
+    cdef uint32_t *ops
+    with nogil:
+        for p in range(n):
+            n_ops = 0
+            ops = &cv[0] + at
+            if pv[p] >= 0:
+                # copy without soft clips; they are rebuilt from read_begin/read_end
+                for x in range(so[p], so[p + 1]):
+                    if (sc_v[x] & 0xf) != OP_S:
+                        ops[n_ops] = sc_v[x]
+                        n_ops += 1
+                if lv[p]:
+                    m = <int32_t> (ro[p + 1] - ro[p])
+                    rb = pv[p] - gs[p]
+                    re_ = ev[p] - gs[p]
+                    qb = bv[p]
+                    qe = dv[p]
+                    s = sv[p]
+                    n_ops = clip_one_pair(&rv[0] + ro[p], m, &fv[0] + fo[p], ops, n_ops, &sc, &rb, &re_, &qb, &qe,
+                                          &s)
+                    if qb != bv[p] or qe != dv[p]:
+                        pv[p] = gs[p] + rb
+                        ev[p] = gs[p] + re_
+                        bv[p] = qb
+                        dv[p] = qe
+                        sv[p] = s
+                        # NM of what is left: mismatching M columns plus gap lengths
+                        mism = 0
+                        q = qb
+                        r = rb
+                        for x in range(n_ops):
+                            op = ops[x] & 0xf
+                            l = ops[x] >> 4
+                            if op == OP_M:
+                                for k in range(l):
+                                    a = rv[ro[p] + q + k]
+                                    b = fv[fo[p] + r + k]
+                                    mism += a != b or a == 4 or b == 4
+                                q += l
+                                r += l
+                            elif op == OP_I:
+                                mism += l
+                                q += l
+                            else:
+                                mism += l
+                                r += l
+                        nv[p] = mism
+                # soft clips back at both ends
+                if bv[p] > 0:
+                    for x in range(n_ops, 0, -1):
+                        ops[x] = ops[x - 1]
+                    ops[0] = (<uint32_t> bv[p] << 4) | OP_S
+                    n_ops += 1
+                if dv[p] < <int32_t> (ro[p + 1] - ro[p]):
+                    ops[n_ops] = (<uint32_t> (ro[p + 1] - ro[p] - dv[p]) << 4) | OP_S
+                    n_ops += 1
+            at += n_ops
+            co[p + 1] = at
+    return BatchAlignments(pos, ref_end, read_begin, read_end, score, nm, cigar[:at], cigar_offsets)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import pairing, sam
-from .align import align_batch, cigar_string, md_batch, md_flat
+from .align import align_batch, cigar_string, clip_terminal_gaps, md_batch, md_flat
 from .postprocess import gather_segments, rank_hits, strata_counts
 from .samtext import format_single_end
 
@@ -217,6 +217,9 @@ class Postprocessor:
             read_codes, read_off, ref_codes, ref_off, win_lo, band_lo, band_hi, opts.local,
             opts.match, opts.mismatch, opts.gap_open, opts.gap_extend, clip=opts.clip,
         )
+        if opts.local:
+            aln = clip_terminal_gaps(read_codes, read_off, ref_codes, ref_off, win_lo, aln, True, opts.match,
+                                     opts.mismatch, opts.gap_open, opts.gap_extend, clip=opts.clip)
         md = (md_flat if flat_md else md_batch)(read_codes, read_off, ref_codes, ref_off, win_lo, aln)
         return aln, md, contig
 

@@ -4,11 +4,12 @@ import gzip
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from peanut_py.align import align, align_batch, cigar_string, cigar_tuples, md_batch
+from peanut_py.align import align, align_batch, cigar_string, cigar_tuples, clip_terminal_gaps, md_batch
 
 NEG = -(1 << 30)
 VALID_MIN = -(1 << 29)
@@ -513,3 +514,145 @@ def test_real_reads_agree_with_bwa(real_pairs, record_property):
     assert unclipped.mean() > 0.9
     assert rates["semiglobal_unclipped"] > 0.99
     assert rates["local_unclipped"] > 0.98
+
+
+# ------------------------------------------------------------------ terminal gaps (clip_terminal_gaps)
+
+def ref_clip_terminal_gaps(read, window, gstart, aln, A, B, O, E, ambig, clip):
+    """The rule of docs/alignment.md ("Terminal gaps") on one Alignment, in plain Python: while the
+    alignment is M, gap, more... at an end and the flank's column scores (plus A per inserted base) do not
+    exceed the gap's cost, soft-clip the flank and the gap. Returns (pos, ref_end, read_begin, read_end,
+    score, nm, cigar string)."""
+    if aln.pos < 0:
+        return (-1, -1, aln.read_begin, aln.read_end, aln.score, aln.nm, "*")
+    ops = [(n, op) for op, n in cigar_tuples(aln.cigar) if op != 4]  # (length, BAM op)
+    qb, qe, rb, re_, score = aln.read_begin, aln.read_end, aln.pos - gstart, aln.ref_end - gstart, aln.score
+
+    def col(a, b):
+        return -ambig if a == 4 or b == 4 else (A if a == b else -B)
+
+    while len(ops) >= 3 and ops[0][1] == 0 and ops[1][1] in (1, 2):
+        (k, _), (length, op) = ops[0], ops[1]
+        seg = sum(col(read[qb + x], window[rb + x]) for x in range(k))
+        cost = O + length * E
+        if seg + (length * A if op == 1 else 0) > cost:
+            break
+        qb += k + (length if op == 1 else 0)
+        rb += k + (length if op == 2 else 0)
+        score += cost - seg
+        ops = ops[2:]
+    while len(ops) >= 3 and ops[-1][1] == 0 and ops[-2][1] in (1, 2):
+        (k, _), (length, op) = ops[-1], ops[-2]
+        seg = sum(col(read[qe - k + x], window[re_ - k + x]) for x in range(k))
+        cost = O + length * E
+        if seg + (length * A if op == 1 else 0) > cost:
+            break
+        qe -= k + (length if op == 1 else 0)
+        re_ -= k + (length if op == 2 else 0)
+        score += cost - seg
+        ops = ops[:-2]
+    nm, q, r = 0, qb, rb
+    for n, op in ops:
+        if op == 0:
+            nm += sum(read[q + x] != window[r + x] or read[q + x] == 4 or window[r + x] == 4 for x in range(n))
+            q, r = q + n, r + n
+        elif op == 1:
+            nm, q = nm + n, q + n
+        else:
+            nm, r = nm + n, r + n
+    cig = ([(qb, "S")] if qb else []) + [(n, "MIDNS"[op]) for n, op in ops] + \
+        ([(len(read) - qe, "S")] if qe < len(read) else [])
+    return (gstart + rb, gstart + re_, qb, qe, score, nm, "".join(f"{n}{op}" for n, op in cig))
+
+
+def terminal_gap_pair(rng):
+    """A read with a gap of 1-8 bases 3-14 bases from one or both ends (and some substitutions)."""
+    m = int(rng.integers(40, 90))
+    window = rng.integers(0, 4, size=m + 60).astype(np.uint8)
+    src = list(window[20:20 + m + 20])
+    read = list(src[:m])
+    for end in ("left", "right"):
+        if rng.random() < 0.7:
+            at = int(rng.integers(3, 15))
+            length = int(rng.integers(1, 9))
+            if rng.random() < 0.5:  # deletion from the read
+                read = read[:at] + src[at + length:at + length + m] if end == "left" else \
+                    read[:m - at] + src[m - at + length:m + length]
+            else:  # insertion into the read
+                ins = list(rng.integers(0, 4, size=length))
+                read = read[:at] + ins + read[at:] if end == "left" else read[:m - at] + ins + read[m - at:]
+    read = np.array(read[:m], dtype=np.uint8)
+    sub = rng.random(read.size) < 0.03
+    read[sub] = (read[sub] + 1) % 4
+    return read, window
+
+
+@pytest.mark.parametrize("scheme", range(len(SCHEMES)))
+def test_clip_terminal_gaps_matches_reference(scheme):
+    """clip_terminal_gaps equals the Python statement of the rule on reads with gaps near their ends, the
+    result is a consistent alignment (CIGAR, NM, MD against the window) whose AS is its column and gap
+    scores, and semiglobal pairs and pairs without alignment are left alone."""
+    sc = SCHEMES[scheme]
+    rng = np.random.default_rng(77 + scheme)
+    pairs = [terminal_gap_pair(rng) for _ in range(300)]
+    rseq, roff, fseq, foff = make_batch(pairs)
+    gstart = np.arange(len(pairs), dtype=np.int64) * 1000 + 5000
+    local = (np.arange(len(pairs)) % 5 != 0).astype(np.uint8)  # every fifth pair semiglobal
+    res = align_batch(rseq, roff, fseq, foff, gstart, 0, 40, local, sc["A"], sc["B"], sc["O"], sc["E"],
+                      ambig=sc["ambig"], clip=sc["clip"])
+    got = clip_terminal_gaps(rseq, roff, fseq, foff, gstart, res, local, sc["A"], sc["B"], sc["O"], sc["E"],
+                             ambig=sc["ambig"], clip=sc["clip"])
+    md = md_batch(rseq, roff, fseq, foff, gstart, got)
+    changed = 0
+    for p, (read, window) in enumerate(pairs):
+        before = align(read, window, int(gstart[p]), 0, 40, bool(local[p]), **sc)
+        row = batch_rows(got, md, p)
+        if local[p]:
+            want = ref_clip_terminal_gaps(read, window, int(gstart[p]), before, **sc)
+        else:
+            want = (before.pos, before.ref_end, before.read_begin, before.read_end, before.score, before.nm,
+                    before.cigar_string)
+        assert row[:7] == want, (p, row, want, before.cigar_string)
+        changed += row[6] != before.cigar_string
+        if row[0] >= 0:
+            aln = SimpleNamespace(pos=row[0], ref_end=row[1], read_begin=row[2], read_end=row[3], nm=row[5],
+                                  cigar_string=row[6], md=row[7])
+            check_consistency(read, window, int(gstart[p]), aln)
+            cols = score_of(read, window, int(gstart[p]), aln, sc)
+            assert cols == row[4], (p, row)
+    assert changed < len(pairs) // 2
+    if sc is BWA_MEM:  # with a clip penalty of 5 the dynamic program keeps many unpaid flanks
+        assert changed >= 20
+
+
+def score_of(read, window, gstart, aln, sc):
+    """Column and gap scores of an alignment (AS, clips excluded)."""
+    total, q, r = 0, aln.read_begin, aln.pos - gstart
+    for n, op in re.findall(r"(\d+)([MIDS])", aln.cigar_string):
+        n = int(n)
+        if op == "M":
+            for x in range(n):
+                a, b = read[q + x], window[r + x]
+                total += -sc["ambig"] if a == 4 or b == 4 else (sc["A"] if a == b else -sc["B"])
+            q, r = q + n, r + n
+        elif op == "I":
+            total, q = total - sc["O"] - n * sc["E"], q + n
+        elif op == "D":
+            total, r = total - sc["O"] - n * sc["E"], r + n
+    return total
+
+
+def test_clip_terminal_gaps_on_the_documented_case():
+    """A 7-base flank and a 5-base deletion (7 - 11 < 0) become 7S; a 14-base flank keeps its 6-base
+    insertion (14 + 6 > 12): bwa-mem's choices on these simulated reads (docs/alignment.md)."""
+    rng = np.random.default_rng(5)
+    window = rng.integers(0, 4, size=160).astype(np.uint8)
+    read = np.concatenate([window[20:27], window[32:125]])  # 7M5D93M
+    res = align_batch(read, [0, 100], window, [0, 160], 0, 0, 30, True)
+    out = clip_terminal_gaps(read, [0, 100], window, [0, 160], 0, res, True)
+    assert cigar_string(res.cigar) == "7M5D93M" and cigar_string(out.cigar) == "7S93M"
+    assert (out.pos[0], out.score[0], out.nm[0]) == (32, 93, 0)
+    read = np.concatenate([window[20:28], rng.integers(0, 4, size=6).astype(np.uint8), window[28:114]])
+    res = align_batch(read, [0, 100], window, [0, 160], 0, -10, 30, True)
+    out = clip_terminal_gaps(read, [0, 100], window, [0, 160], 0, res, True)
+    assert cigar_string(out.cigar) == cigar_string(res.cigar) == "8M6I86M"
