@@ -58,6 +58,20 @@ def _identity(text):
     return value
 
 
+def _size(text):
+    """A byte count such as 2G, 512M, 8GB or 1500000000."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    try:
+        value = int(float(number) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (e.g. 2G, 512M)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"size must be positive, got {text!r}")
+    return value
+
+
 def _insert_size(text):
     from .pairing import parse_insert_size
 
@@ -85,7 +99,7 @@ def cmd_map(args):
         args.index, args.reads, opts, output=args.output, threads=args.threads, device_spec=args.device,
         batch_size=args.batch_size, read_group=args.read_group, reference=args.reference,
         command_line=args.command_line, log=None if args.quiet else _log, mates=args.mates,
-        interleaved=args.interleaved, insert_size=args.insert_size,
+        interleaved=args.interleaved, insert_size=args.insert_size, memory_cap=args.memory_cap,
     )
 
 
@@ -169,6 +183,9 @@ def build_parser():
     p.add_argument("--align-on", choices=("cpu", "device"), default="cpu",
                    help="where the final affine-gap alignment of reported hits runs: the postprocessing threads "
                    "(cpu, default) or the OpenCL device (kernels/affine.cl); the output is identical")
+    p.add_argument("--memory-cap", type=_size, metavar="SIZE",
+                   help="use at most SIZE of device memory (e.g. 2G): buffers and the q-gram table adapt, as on a "
+                   "smaller device (default: the device's global memory)")
     p.add_argument("--batch-size", type=int, metavar="N", help="reads per device buffer (default: from device memory)")
     p.add_argument("-A", type=int, default=1, help="match score (default %(default)s)")
     p.add_argument("-B", type=int, default=4, help="mismatch penalty (default %(default)s)")

@@ -63,7 +63,9 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
     genome = index.codes(0, int(index.offsets[-1] + index.lengths[-1]))
     upload = time.perf_counter() - t0
     if log:
-        log(f"device: {device.name}; reference resident on the device ({upload:.1f} s to load and upload)")
+        table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
+        log(f"device: {device.name}, {device.global_mem / 2**30:.1f} GiB used at most; reference on the device "
+            f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload)")
     if batch_size is None:
         batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes,
                                       max_reads=PIPELINE_BATCH)

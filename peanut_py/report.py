@@ -1,17 +1,19 @@
 """From validated hits to SAM text for a chunk of reads (PEANUT section 3.4, improved).
 
 Per read: duplicate removal and strata (postprocess.pyx), the final banded affine-gap alignment of every
-reported hit (align.pyx, nogil), MAPQ, and the SAM records (sam.py). One call handles one chunk of a batch,
-so a thread pool can work on several chunks at once; the output does not depend on how reads are chunked.
+reported hit (align.pyx, nogil), MAPQ, and the SAM records (samtext.pyx, nogil); pairs are placed by
+pairchoice.pyx (nogil). One call handles one chunk of a batch, so a thread pool can work on several chunks
+at once; the output does not depend on how reads are chunked.
 """
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import pairing, sam
+from . import pairing
 from .align import align_batch, cigar_string, clip_terminal_gaps, md_batch, md_flat
+from .pairchoice import choose_pairs
 from .postprocess import gather_segments, rank_hits, strata_counts
-from .samtext import format_single_end
+from .samtext import format_pairs, format_single_end
 
 # the alignment window extends this far beyond the validated interval, and the band this far beyond the
 # diagonals of the validated alignment's two ends (edit-distance and affine optima can differ slightly)
@@ -245,7 +247,8 @@ class Postprocessor:
         combinations (pairing.concordant_combinations) and each read's primary, reported and XS hits (as for
         single-end reads) are aligned; pairs are scored with the alignment scores (pairing.pair_score) and the
         best concordant pair is chosen over the mates' own primaries when it beats them by PEN_UNPAIRED
-        (pairing.choose_pair). MAPQ: the single-end model on the chosen hit, raised by the pair's MAPQ.
+        (pairing.choose_pair; both run as pairchoice.choose_pairs). MAPQ: the single-end model on the chosen
+        hit, raised by the pair's MAPQ. The records: samtext.format_pairs (format_pair_chunk).
         """
         opts = self.opts
         n_reads = r1 - r0
@@ -270,36 +273,29 @@ class Postprocessor:
                                         c_read[v] * _KEY + c_rank[v]]))
         if len(key) == 0:  # no read of the chunk has a hit
             none = np.full(n_reads, -1, dtype=np.int64)
-            return self._pair_records(batch, r0, n_reads, none, [[]] * n_reads, None, None, None, None,
-                                      np.zeros(n_reads, dtype=bool), none, none, np.zeros(n_pairs, dtype=bool))
+            return self.format_pair_chunk(batch, r0, n_reads, none, np.zeros(n_reads + 1, dtype=np.int64), none[:0],
+                                          None, None, None, None, np.zeros(n_reads, dtype=bool), none, none,
+                                          np.zeros(n_pairs, dtype=bool))
         i_read, i_rank = key // _KEY, key % _KEY
         hit = order[ptr[i_read] + i_rank]
         strand = (rs[hit] & 1).astype(bool)
-        aln, md, contig = self._align(batch, i_read + r0, strand, start[hit], end[hit])
+        aln, md, contig = self._align(batch, i_read + r0, strand, start[hit], end[hit], flat_md=True)
         ok = aln.pos >= 0
         score_of = np.where(ok, aln.score, 0).astype(np.int64)
 
-        # placement per pair
+        # placement per pair (pairchoice.pyx: pairing.choose_pair on pairing.pair_score of each combination)
         rank0 = np.searchsorted(key, reads * _KEY)  # item of each read's rank 0 (valid where kept > 0)
         rank0 = np.minimum(rank0, len(key) - 1)
         own = np.where((kept > 0) & ok[rank0], score_of[rank0], 0)
         fi = np.searchsorted(key, c_read[f] * _KEY + c_rank[f])
         vi = np.searchsorted(key, c_read[v] * _KEY + c_rank[v])
         good = ok[fi] & ok[vi]
-        combos = {}
-        for fr, fk, vk, sf, sv, ins in zip(c_read[f][good].tolist(), c_rank[f][good].tolist(),
-                                           c_rank[v][good].tolist(), score_of[fi][good].tolist(),
-                                           score_of[vi][good].tolist(), inserts[good].tolist()):
-            ranks = (fk, vk) if fr % 2 == 0 else (vk, fk)
-            combos.setdefault(fr // 2, []).append(
-                (pairing.pair_score(sf, sv, ins, insert_size, opts.match), ranks[0], ranks[1]))
-        chosen = np.zeros(n_reads, dtype=np.int64)
-        paired = np.zeros(n_pairs, dtype=bool)
-        q_pe = np.full(n_pairs, -1, dtype=np.int64)
-        own_l = own.tolist()
-        for p, cs in combos.items():
-            c = pairing.choose_pair(cs, own_l[2 * p] + own_l[2 * p + 1] - pairing.PEN_UNPAIRED, opts)
-            chosen[2 * p], chosen[2 * p + 1], paired[p], q_pe[p] = c.a, c.b, c.paired, c.q_pe
+        f_read, f_rank, v_rank = c_read[f][good], c_rank[f][good], c_rank[v][good]
+        mate1_fwd = f_read % 2 == 0
+        chosen, paired, q_pe = choose_pairs(
+            f_read // 2, np.where(mate1_fwd, f_rank, v_rank), np.where(mate1_fwd, v_rank, f_rank),
+            score_of[fi][good], score_of[vi][good], np.ascontiguousarray(inserts[good], dtype=np.int64),
+            np.ascontiguousarray(own, dtype=np.int64), insert_size, opts)
 
         # per read: the chosen hit, then the others of ranks 0..n_align-1 (as for single-end reads)
         has = kept > 0
@@ -335,81 +331,27 @@ class Postprocessor:
                                                contig[pb], rs[hb] & 1, start[hb], end[hb])
         boost = np.repeat(paired & both, 2)
         mapq = np.where(boost, pairing.pair_mapq(mapq, np.repeat(q_pe, 2)), mapq)
-        reported = [[] for _ in range(n_reads)]
-        for r, k, rk in zip(o_read[o_ok].tolist(), o_item[o_ok].tolist(), o_rank[o_ok].tolist()):
-            if rk < report[r]:
-                reported[r].append(k)
-        return self._pair_records(batch, r0, n_reads, prim, reported, strand, contig, aln, md, mapped, sub, mapq,
-                                  proper)
+        # the other reported hits of each read, in rank order (o_read is sorted)
+        rep = o_ok & (o_rank < report[o_read])
+        rep_ptr = np.zeros(n_reads + 1, dtype=np.int64)
+        np.cumsum(np.bincount(o_read[rep], minlength=n_reads), out=rep_ptr[1:])
+        return self.format_pair_chunk(batch, r0, n_reads, prim, rep_ptr, o_item[rep], strand, contig, aln, md, mapped,
+                                      sub, mapq, proper)
 
-    def _pair_records(self, batch, r0, n_reads, prim, reported, strand, contig, aln, md, mapped, sub, mapq, proper):
-        """SAM records of a chunk of pairs: per read its primary item ``prim`` and reported other items."""
-        opts = self.opts
-        names, offsets = self.names, self.offsets
-        cols = ([], [], [], [], [], [], [], [], [], [])  # read flag ref pos mapq cigar nref npos tlen tags
-        counts = {"mapped": 0, "multi": 0, "proper": 0, "mate_unmapped": 0}
-
-        def add(*values):
-            for col, v in zip(cols, values):
-                col.append(v)
-
-        def cigar_of(k):
-            return cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]])
-
-        for p in range(n_reads // 2):
-            info = []
-            for r in (2 * p, 2 * p + 1):
-                if not mapped[r]:
-                    info.append(None)
-                    continue
-                k = int(prim[r])
-                c = int(contig[k])
-                info.append((c, int(aln.pos[k] - offsets[c]), int(aln.ref_end[k] - offsets[c]), bool(strand[k]),
-                             cigar_of(k)))
-            tlen = (0, 0)
-            if info[0] and info[1] and info[0][0] == info[1][0]:
-                tlen = pairing.template_length(info[0][1], info[0][2], info[1][1], info[1][2])
-            secondary = []
-            for m, r in enumerate((2 * p, 2 * p + 1)):
-                me, mate = info[m], info[1 - m]
-                flag = pairing.pair_flags(m == 0, me is not None, mate is not None, bool(me and me[3]),
-                                          bool(mate and mate[3]), bool(proper[p]))
-                # an unmapped read sits at its mate's position, a mapped read's unmapped mate at the read's
-                place = me or mate
-                if me is None:
-                    add(r0 + r, flag, place[0] if place else -1, place[1] if place else -1, 0, "*",
-                        place[0] if place else -1, place[1] if place else -1, 0, f"MC:Z:{mate[4]}" if mate else None)
-                    continue
-                mate_place = mate or me
-                counts["mapped"] += 1
-                counts["proper"] += bool(flag & sam.FLAG_PROPER_PAIR)
-                counts["mate_unmapped"] += mate is None
-                k0 = int(prim[r])
-                others = reported[r]
-                if others:
-                    counts["multi"] += 1
-                tags = f"NM:i:{aln.nm[k0]}\tMD:Z:{md[k0]}"
-                if mate:
-                    tags += f"\tMC:Z:{mate[4]}"
-                tags += f"\tAS:i:{aln.score[k0]}"
-                if sub[r] >= 0:
-                    tags += f"\tXS:i:{sub[r]}"
-                if others and not opts.secondary:
-                    tags += xa_tag(names, offsets, contig, strand, aln, others)
-                add(r0 + r, flag, me[0], me[1], int(mapq[r]), me[4], mate_place[0], mate_place[1], tlen[m], tags)
-                if opts.secondary:
-                    base = flag & (sam.FLAG_PAIRED | sam.FLAG_READ1 | sam.FLAG_READ2 | sam.FLAG_MATE_UNMAPPED
-                                   | sam.FLAG_MATE_REVERSE)
-                    for k in others:
-                        c = int(contig[k])
-                        secondary.append((
-                            r0 + r, base | sam.FLAG_SECONDARY | (sam.FLAG_REVERSE if strand[k] else 0), c,
-                            int(aln.pos[k] - offsets[c]), 0, cigar_of(k), mate_place[0], mate_place[1], 0,
-                            f"NM:i:{aln.nm[k]}\tMD:Z:{md[k]}\tAS:i:{aln.score[k]}",
-                        ))
-            for rec in secondary:
-                add(*rec)
-        read, flag, ref, pos, mq, cigar, nref, npos, tlen, tags = cols
-        text = sam.format_records(batch, names, read, flag, ref, pos, mapq=mq, cigar=cigar, next_ref_id=nref,
-                                  next_pos=npos, tlen=tlen, tags=tags, read_group_id=opts.read_group_id)
-        return text, n_reads, counts
+    def format_pair_chunk(self, batch, r0, n_reads, prim, rep_ptr, rep_item, strand, contig, aln, md, mapped, sub,
+                          mapq, proper):
+        """SAM text of a chunk of pairs (samtext.pyx, without the GIL): (text, n_reads, counts). Per read its
+        primary item ``prim`` and other reported items ``rep_item[rep_ptr[i]:rep_ptr[i+1]]``; ``md`` is
+        md_flat's (text, offsets); ``aln`` None when the chunk has no item. tests/test_samtext.py holds the plain
+        Python reference."""
+        if aln is None:  # no read is mapped, so no item is read
+            items = (np.zeros(0, dtype=np.int64),) * 10
+        else:
+            items = (strand, contig, aln.pos, aln.ref_end, aln.nm, aln.score, aln.cigar, aln.cigar_offsets, *md)
+        as64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+        text, mapped_n, multi, proper_n, mate_unmapped = format_pairs(
+            batch, self.names, self.offsets, r0, n_reads, as64(prim), np.ascontiguousarray(mapped, dtype=np.uint8),
+            as64(mapq), as64(sub), as64(rep_ptr), as64(rep_item), np.ascontiguousarray(proper, dtype=np.uint8),
+            *items, self.opts.secondary, self.opts.read_group_id,
+        )
+        return text, n_reads, {"mapped": mapped_n, "multi": multi, "proper": proper_n, "mate_unmapped": mate_unmapped}

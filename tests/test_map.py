@@ -10,7 +10,7 @@ import subprocess
 import pysam
 import pytest
 
-from conftest import fastq_records, run_cli, sam_body, write_fastq
+from conftest import REPO, fastq_records, run_cli, sam_body, write_fastq
 
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "index" / "example"
 READS = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
@@ -280,3 +280,21 @@ def test_interrupt_leaves_no_output(example_index, shared_data, tmp_path, sig):
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_memory_cap_adapts_and_keeps_the_output(example_index, tmp_path):
+    """--memory-cap 2G (a small GPU) gives the same SAM as the whole device; a cap below the q-group
+    index's fixed size is refused with one line naming what does not fit; a malformed size is a usage error."""
+    reads = REPO / "index" / "example" / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
+    outs = []
+    for extra in ([], ["--memory-cap", "2G"]):
+        out = tmp_path / f"out{len(outs)}.sam"
+        rc, _, err = run_cli("map", str(example_index), str(reads), "-o", str(out), *extra)
+        assert rc == 0, err
+        outs.append(sam_body(out))
+    assert outs[0] == outs[1]
+    rc, _, err = run_cli("map", str(example_index), str(reads), "-o", str(tmp_path / "x.sam"), "--memory-cap", "1G")
+    assert rc != 0 and "do not fit this device's 1024 MiB" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.sam").exists()
+    rc, _, err = run_cli("map", str(example_index), str(reads), "--memory-cap", "lots")
+    assert rc == 2 and "invalid size 'lots'" in err

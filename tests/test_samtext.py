@@ -1,22 +1,37 @@
-"""samtext.pyx (SAM text of single-end chunks without the GIL) against the plain Python formatter it replaced:
-per-read record selection here, sam.format_records for the lines. Byte-identical on real reads, with the
-XA tag or 0x100 records, read groups, FASTA input, reverse-strand and unmapped reads."""
+"""samtext.pyx (SAM text of single-end and paired chunks without the GIL) against the plain Python formatters it
+replaced: per-read (per-pair) record selection here, sam.format_records for the lines. Byte-identical on real
+reads and pairs, with the XA tag or 0x100 records, read groups, FASTA input, reverse-strand and unmapped reads,
+and for pairs unmapped mates, mate fields, TLEN and MC; the pair placement with pairchoice.pyx's Python
+reference (tests/test_pairchoice.py)."""
 import gzip
+import itertools
+import random
 
 import numpy as np
 import pytest
 
 from conftest import REPO
-from peanut_py import sam
+from peanut_py import pairing, sam, samtext
+from peanut_py import report as report_module
 from peanut_py.align import cigar_string
-from peanut_py.core import MappingCore
+from peanut_py.core import DeviceResult, MappingCore
 from peanut_py.device import Device
 from peanut_py.mapping import open_index
-from peanut_py.reads import read_batches
+from peanut_py.pairing import estimate_insert_size, insert_sample
+from peanut_py.reads import read_batches, read_pair_batches
 from peanut_py.report import MapOptions, Postprocessor, xa_tag
+from peanut_py.rescue import merge_hits, rescue_batch
 from peanut_py.resident import ResidentReference
 
 READS = REPO / "index" / "example" / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
+# what the formatter distinguishes: XA or 0x100 records, read groups, one or all strata
+OPTION_SETS = [
+    MapOptions(),
+    MapOptions(secondary=True, read_group_id="grp1"),
+    MapOptions(mode="all", max_hits=20, min_identity=0.7),
+    MapOptions(mode="all", max_hits=20, min_identity=0.7, secondary=True),
+]
+OPTION_IDS = ["xa", "secondary-rg", "all-xa", "all-secondary"]
 
 
 def reference_records(post, batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq):
@@ -79,12 +94,7 @@ def fasta_variant(tmp_path):
     return out
 
 
-@pytest.mark.parametrize("opts", [
-    MapOptions(),
-    MapOptions(secondary=True, read_group_id="grp1"),
-    MapOptions(mode="all", max_hits=20, min_identity=0.7),
-    MapOptions(mode="all", max_hits=20, min_identity=0.7, secondary=True),
-], ids=["xa", "secondary-rg", "all-xa", "all-secondary"])
+@pytest.mark.parametrize("opts", OPTION_SETS, ids=OPTION_IDS)
 @pytest.mark.parametrize("fmt", ["fastq", "fasta"])
 def test_same_text_as_the_python_formatter(mapped_example, opts, fmt, tmp_path, monkeypatch):
     device, index, resident, genome = mapped_example
@@ -148,3 +158,244 @@ def test_align_on_device_gives_identical_sam(example_index, tmp_path, extra):
         assert rc == 0, err
         outs.append(sam_body(out))
     assert len(outs[0]) > 2000 and outs[0] == outs[1]
+
+
+# --- pairs ------------------------------------------------------------------------------------------------------
+
+READS2 = REPO / "index" / "example" / "NA12878_chr20_slice_2000pairs_R2.fastq.gz"
+
+
+def reference_pair_records(post, batch, r0, n_reads, prim, rep_ptr, rep_item, strand, contig, aln, md, mapped, sub,
+                           mapq, proper):
+    """The records of a chunk of pairs as Postprocessor._pair_records built them in Python before samtext.pyx."""
+    opts = post.opts
+    names, offsets = post.names, post.offsets
+    reported = [rep_item[rep_ptr[r]:rep_ptr[r + 1]].tolist() for r in range(n_reads)]
+    if md is not None:
+        text, md_off = md
+        md = [bytes(text[a:b]).decode() for a, b in zip(md_off[:-1], md_off[1:])]
+    cols = ([], [], [], [], [], [], [], [], [], [])  # read flag ref pos mapq cigar nref npos tlen tags
+    counts = {"mapped": 0, "multi": 0, "proper": 0, "mate_unmapped": 0}
+
+    def add(*values):
+        for col, v in zip(cols, values):
+            col.append(v)
+
+    def cigar_of(k):
+        return cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]])
+
+    for p in range(n_reads // 2):
+        info = []
+        for r in (2 * p, 2 * p + 1):
+            if not mapped[r]:
+                info.append(None)
+                continue
+            k = int(prim[r])
+            c = int(contig[k])
+            info.append((c, int(aln.pos[k] - offsets[c]), int(aln.ref_end[k] - offsets[c]), bool(strand[k]),
+                         cigar_of(k)))
+        tlen = (0, 0)
+        if info[0] and info[1] and info[0][0] == info[1][0]:
+            tlen = pairing.template_length(info[0][1], info[0][2], info[1][1], info[1][2])
+        secondary = []
+        for m, r in enumerate((2 * p, 2 * p + 1)):
+            me, mate = info[m], info[1 - m]
+            flag = pairing.pair_flags(m == 0, me is not None, mate is not None, bool(me and me[3]),
+                                      bool(mate and mate[3]), bool(proper[p]))
+            # an unmapped read sits at its mate's position, a mapped read's unmapped mate at the read's
+            place = me or mate
+            if me is None:
+                add(r0 + r, flag, place[0] if place else -1, place[1] if place else -1, 0, "*",
+                    place[0] if place else -1, place[1] if place else -1, 0, f"MC:Z:{mate[4]}" if mate else None)
+                continue
+            mate_place = mate or me
+            counts["mapped"] += 1
+            counts["proper"] += bool(flag & sam.FLAG_PROPER_PAIR)
+            counts["mate_unmapped"] += mate is None
+            k0 = int(prim[r])
+            others = reported[r]
+            if others:
+                counts["multi"] += 1
+            tags = f"NM:i:{aln.nm[k0]}\tMD:Z:{md[k0]}"
+            if mate:
+                tags += f"\tMC:Z:{mate[4]}"
+            tags += f"\tAS:i:{aln.score[k0]}"
+            if sub[r] >= 0:
+                tags += f"\tXS:i:{sub[r]}"
+            if others and not opts.secondary:
+                tags += xa_tag(names, offsets, contig, strand, aln, others)
+            add(r0 + r, flag, me[0], me[1], int(mapq[r]), me[4], mate_place[0], mate_place[1], tlen[m], tags)
+            if opts.secondary:
+                base = flag & (sam.FLAG_PAIRED | sam.FLAG_READ1 | sam.FLAG_READ2 | sam.FLAG_MATE_UNMAPPED
+                               | sam.FLAG_MATE_REVERSE)
+                for k in others:
+                    c = int(contig[k])
+                    secondary.append((
+                        r0 + r, base | sam.FLAG_SECONDARY | (sam.FLAG_REVERSE if strand[k] else 0), c,
+                        int(aln.pos[k] - offsets[c]), 0, cigar_of(k), mate_place[0], mate_place[1], 0,
+                        f"NM:i:{aln.nm[k]}\tMD:Z:{md[k]}\tAS:i:{aln.score[k]}",
+                    ))
+        for rec in secondary:
+            add(*rec)
+    read, flag, ref, pos, mq, cigar, nref, npos, tlen, tags = cols
+    text = sam.format_records(batch, names, read, flag, ref, pos, mapq=mq, cigar=cigar, next_ref_id=nref,
+                              next_pos=npos, tlen=tlen, tags=tags, read_group_id=opts.read_group_id)
+    return text, n_reads, counts
+
+
+def pair_files(tmp_path, fmt, junk):
+    """The example pairs as given (fastq), as FASTA with lowercase reads, an N run and an empty mate (fasta),
+    or with mates replaced by random sequence (junk: some mate 1, some mate 2 and the first three pairs whole),
+    so that reads with unmapped mates and unmapped reads placed at their mates' positions occur."""
+    rng = random.Random(3)
+    out = []
+    for mate, path in enumerate((READS, READS2)):
+        with gzip.open(path, "rt") as f:
+            lines = f.read().splitlines()
+        recs = []
+        for i in range(0, len(lines), 4):
+            p, seq, qual = i // 4, lines[i + 1], lines[i + 3]
+            if fmt == "fasta":
+                if p % 7 == 3 + mate:
+                    seq = seq.lower()
+                if p == 10 + mate:
+                    seq = seq[:40] + "N" * 10 + seq[50:]
+                if p == 11 and mate == 1:
+                    seq = qual = ""
+            if junk and (p < 3 or p % 13 == 5 + 4 * mate):
+                seq = "".join(rng.choice("ACGT") for _ in seq)
+            recs.append((lines[i][1:], seq, qual))
+        path = tmp_path / f"r{mate + 1}.{'fa' if fmt == 'fasta' else 'fq'}"
+        with open(path, "w") as o:
+            for name, seq, qual in recs:
+                o.write(f">{name}\n{seq}\n" if fmt == "fasta" else f"@{name}\n{seq}\n+\n{qual}\n")
+        out.append(str(path))
+    return out
+
+
+def map_pair_batch(device, resident, post, batch, opts, with_insert_size=True):
+    """The device result of a batch of pairs as paired_mapping.map_pairs gets it: mapped, insert size estimated
+    from the batch, mates rescued."""
+    core = MappingCore(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
+    result = core.map_batch(batch.codes, batch.offsets)
+    if not with_insert_size:
+        return result, None
+    base = (result.rs, result.ref_start, result.ref_end, result.dist)
+    insert_size = estimate_insert_size(insert_sample(*base, batch.lengths, post.offsets, opts))
+    extra, _ = rescue_batch(device, resident, batch, *base, insert_size, opts, post.offsets, post.ends)
+    if len(extra[0]):
+        rs, start, end, dist = merge_hits(base, extra)
+        result = DeviceResult(rs=rs, ref_start=start, ref_end=end, dist=dist, raw_hits=result.raw_hits,
+                              candidates=result.candidates, seconds=result.seconds)
+    return result, insert_size
+
+
+@pytest.fixture(scope="module")
+def mapped_split(tmp_path_factory):
+    """The example slice cut into 8 contigs of 25 kb: the pairs across a cut have their mates on two contigs."""
+    from peanut_py.reference import build_index
+
+    with gzip.open(REPO / "index" / "example" / "chr20_slice.fa.gz", "rt") as f:
+        seq = "".join(f.read().splitlines()[1:])
+    d = tmp_path_factory.mktemp("split")
+    with open(d / "split.fa", "w") as o:
+        for i in range(0, len(seq), 25_000):
+            o.write(f">part{i // 25_000}\n{seq[i:i + 25_000]}\n")
+    build_index(d / "split.fa", d / "split.h5", command_line="tests/test_samtext.py")
+    device = Device(None)
+    index = open_index(d / "split.h5")
+    resident = ResidentReference.from_index(device, index)
+    genome = index.codes(0, int(index.offsets[-1] + index.lengths[-1]))
+    yield device, index, resident, genome
+    index.close()
+
+
+@pytest.mark.parametrize("opts", OPTION_SETS, ids=OPTION_IDS)
+@pytest.mark.parametrize("fmt, junk, split", [("fastq", False, False), ("fasta", False, False),
+                                              ("fastq", True, False), ("fastq", False, True)],
+                         ids=["fastq", "fasta", "junk-mates", "split-contigs"])
+def test_pairs_same_text_as_the_python_formatter(request, opts, fmt, junk, split, tmp_path, monkeypatch):
+    """process_pairs (pairchoice.pyx + samtext.format_pairs) gives the old Python placement and records."""
+    from test_pairchoice import reference_choose_pairs
+
+    device, index, resident, genome = request.getfixturevalue("mapped_split" if split else "mapped_example")
+    batch = next(read_pair_batches(*pair_files(tmp_path, fmt, junk)))
+    post = Postprocessor(index, genome, opts)
+    result, insert_size = map_pair_batch(device, resident, post, batch, opts)
+    fast = [step() for step in post.pair_chunk_steps(batch, result, 3, insert_size)]
+    with monkeypatch.context() as patch:
+        patch.setattr(Postprocessor, "format_pair_chunk", reference_pair_records)
+        patch.setattr(report_module, "choose_pairs", reference_choose_pairs)
+        slow = [step() for step in post.pair_chunk_steps(batch, result, 3, insert_size)]
+    assert [(t.decode(), n, c) for t, n, c in fast] == slow
+    text = b"".join(t for t, _, _ in fast).decode()
+    recs = [line.split("\t") for line in text.splitlines()]
+    flags = [int(r[1]) for r in recs]
+    # the input exercises what the formatter distinguishes
+    assert sum(n for _, n, _ in fast) == batch.n == 4000
+    assert sum(c["proper"] for _, _, c in fast) > 3000
+    assert any(f & sam.FLAG_REVERSE for f in flags) and any(f & sam.FLAG_MATE_REVERSE for f in flags)
+    assert any(int(r[8]) < 0 for r in recs) and any(int(r[8]) > 0 for r in recs)
+    if split:  # mates on two contigs: RNEXT names the mate's, TLEN 0
+        across = [r for r in recs if r[6] not in ("=", "*")]
+        assert len(across) > 10 and all(r[8] == "0" for r in across)
+    assert sum("\tMC:Z:" in line for line in text.splitlines()) > 3000
+    if opts.mode == "all":
+        assert ("XA:Z:" in text) != opts.secondary
+        assert any(f & sam.FLAG_SECONDARY for f in flags) == opts.secondary
+    if junk:
+        counts = [c for _, _, c in fast]
+        assert sum(c["mate_unmapped"] for c in counts) > 100
+        assert any(f & sam.FLAG_UNMAPPED and not f & sam.FLAG_MATE_UNMAPPED for f in flags)  # at its mate's place
+        assert any(f & sam.FLAG_UNMAPPED and f & sam.FLAG_MATE_UNMAPPED for f in flags)  # the junk pairs
+        assert any(f & sam.FLAG_MATE_UNMAPPED and not f & sam.FLAG_UNMAPPED for f in flags)
+        if opts.secondary and opts.mode == "all":
+            assert any(f & sam.FLAG_SECONDARY and f & sam.FLAG_MATE_UNMAPPED for f in flags)
+    if fmt == "fasta":
+        assert all(r[10] == "*" for r in recs)
+    assert ("\tRG:Z:grp1" in text) == (opts.read_group_id is not None)
+
+
+def test_pairs_without_insert_size_and_chunks_without_hits(mapped_example, tmp_path, monkeypatch):
+    """No insert size (nothing paired or proper) and a chunk of pairs none of whose reads has a hit."""
+    from test_pairchoice import reference_choose_pairs
+
+    device, index, resident, genome = mapped_example
+    opts = MapOptions(secondary=True)
+    batch = next(read_pair_batches(*pair_files(tmp_path, "fastq", True)))
+    post = Postprocessor(index, genome, opts)
+    result, _ = map_pair_batch(device, resident, post, batch, opts, with_insert_size=False)
+    cut = int(np.searchsorted(result.rs >> 1, 6))
+    assert cut == 0  # the first three pairs are random sequence
+    runs = []
+    for patched in (False, True):
+        with monkeypatch.context() as patch:
+            if patched:
+                patch.setattr(Postprocessor, "format_pair_chunk", reference_pair_records)
+                patch.setattr(report_module, "choose_pairs", reference_choose_pairs)
+            empty = post.process_pairs(batch, result, 0, 6, 0, 0, None)
+            steps = [step() for step in post.pair_chunk_steps(batch, result, 2, None)]
+        runs.append(([(t if isinstance(t, str) else t.decode(), n, c) for t, n, c in [empty] + steps]))
+    assert runs[0] == runs[1]
+    empty_text = runs[0][0][0]
+    assert [int(line.split("\t")[1]) for line in empty_text.splitlines()] == [77, 141] * 3
+    text = "".join(t for t, _, _ in runs[0][1:])
+    assert not any(int(line.split("\t")[1]) & sam.FLAG_PROPER_PAIR for line in text.splitlines())
+    assert sum(c["mapped"] for _, _, c in runs[0][1:]) > 3500
+
+
+@pytest.mark.parametrize("first, mapped, mate_mapped, reverse, mate_reverse, proper",
+                         list(itertools.product([False, True], repeat=6)))
+def test_pair_flags_equal_pairing(first, mapped, mate_mapped, reverse, mate_reverse, proper):
+    args = (first, mapped, mate_mapped, reverse, mate_reverse, proper)
+    assert samtext.pair_flags(*args) == pairing.pair_flags(*args)
+
+
+def test_template_length_equals_pairing():
+    rng = random.Random(2)
+    for _ in range(20000):
+        pos_a, pos_b = rng.randint(0, 1000), rng.choice([rng.randint(0, 1000), None])
+        pos_b = pos_a if pos_b is None else pos_b  # equal POS: mate 1 is the leftmost
+        end_a, end_b = pos_a + rng.randint(1, 300), pos_b + rng.randint(1, 300)
+        tlen = samtext.template_length_a(pos_a, end_a, pos_b, end_b)
+        assert (tlen, -tlen) == pairing.template_length(pos_a, end_a, pos_b, end_b)

@@ -1,0 +1,89 @@
+"""pairchoice.pyx (pair placement of a chunk without the GIL) against the Python loop it replaced in
+Postprocessor.process_pairs: pairing.pair_score per concordant combination, pairing.choose_pair per pair.
+Equal on random combinations (ties, runner-ups, pairs that stay unpaired, extreme inserts) and on the real
+pairs of tests/test_samtext.py, which runs process_pairs with this reference patched in."""
+import math
+import random
+
+import numpy as np
+import pytest
+
+from peanut_py import pairing
+from peanut_py.pairchoice import choose_pairs, pair_score
+from peanut_py.report import MapOptions
+
+
+def reference_choose_pairs(pair, rank_a, rank_b, score_a, score_b, insert, own, insert_size, opts):
+    """The placement loop of Postprocessor.process_pairs before pairchoice.pyx (same arguments and results)."""
+    n_reads = len(own)
+    combos = {}
+    for p, ra, rb, sa, sb, ins in zip(*(np.asarray(a).tolist() for a in (pair, rank_a, rank_b, score_a, score_b,
+                                                                           insert))):
+        combos.setdefault(p, []).append((pairing.pair_score(sa, sb, ins, insert_size, opts.match), ra, rb))
+    chosen = np.zeros(n_reads, dtype=np.int64)
+    paired = np.zeros(n_reads // 2, dtype=bool)
+    q_pe = np.full(n_reads // 2, -1, dtype=np.int64)
+    own_l = np.asarray(own).tolist()
+    for p, cs in combos.items():
+        c = pairing.choose_pair(cs, own_l[2 * p] + own_l[2 * p + 1] - pairing.PEN_UNPAIRED, opts)
+        chosen[2 * p], chosen[2 * p + 1], paired[p], q_pe[p] = c.a, c.b, c.paired, c.q_pe
+    return chosen, paired, q_pe
+
+
+def random_chunk(rng, n_pairs, insert_size, score_range):
+    """Concordant combinations of a chunk: grouped by pair, a few pairs without any, many equal scores."""
+    rows = []
+    for p in range(n_pairs):
+        k = rng.choice([0, 0, 1, 1, 2, 3, 5, 12])
+        hits = rng.sample([(a, b) for a in range(6) for b in range(6)], k)
+        for a, b in hits:
+            ins = int(rng.gauss(insert_size.mean, 3 * insert_size.std)) if rng.random() < 0.9 else \
+                rng.choice([insert_size.low, insert_size.high, 10 ** 6])
+            rows.append((p, a, b, rng.randint(*score_range), rng.randint(*score_range), ins))
+    cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(6)]
+    own = np.array([rng.randint(*score_range) if rng.random() < 0.7 else 0 for _ in range(2 * n_pairs)],
+                   dtype=np.int64)
+    return cols, own
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_choose_pairs_equals_the_python_placement(seed):
+    rng = random.Random(seed)
+    insert_size = pairing.InsertSize(rng.uniform(150, 500), rng.choice([0.5, 35.7, 80.0]), 40, 900)
+    opts = MapOptions(match=rng.choice([1, 2]), mismatch=rng.choice([3, 4]), gap_open=rng.choice([5, 6]),
+                      gap_extend=rng.choice([1, 2]))
+    score_range = rng.choice([(90, 100), (0, 150), (140, 150)])  # narrow ranges: ties and runner-ups
+    cols, own = random_chunk(rng, 400, insert_size, score_range)
+    fast = choose_pairs(*cols, own, insert_size, opts)
+    slow = reference_choose_pairs(*cols, own, insert_size, opts)
+    for a, b in zip(fast, slow):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    # the inputs cover both outcomes and runner-up penalties
+    assert fast[1].any() and not fast[1].all()
+    assert len(set(fast[2][fast[1]].tolist())) > 3
+
+
+def test_choose_pairs_without_combinations():
+    own = np.arange(6, dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int64)
+    chosen, paired, q_pe = choose_pairs(empty, empty, empty, empty, empty, empty, own, None, MapOptions())
+    assert chosen.tolist() == [0] * 6 and paired.tolist() == [False] * 3 and q_pe.tolist() == [-1] * 3
+
+
+def test_choose_pairs_needs_grouped_pairs():
+    one = np.ones(2, dtype=np.int64)
+    with pytest.raises(ValueError, match="grouped by pair"):
+        choose_pairs(np.array([1, 0], dtype=np.int64), one, one, one, one, one, np.zeros(4, dtype=np.int64),
+                     pairing.InsertSize(300.0, 30.0, 100, 500), MapOptions())
+
+
+def test_pair_score_equals_pairing():
+    rng = random.Random(5)
+    for _ in range(20000):
+        mean, std = rng.uniform(50, 800), rng.choice([0.0, rng.uniform(0.01, 200)])
+        insert = rng.choice([int(rng.gauss(mean, 4 * std + 1)), rng.randint(-10, 100000)])
+        sa, sb, match = rng.randint(-20, 300), rng.randint(-20, 300), rng.randint(1, 3)
+        expect = pairing.pair_score(sa, sb, insert, pairing.InsertSize(mean, std, 1, 2), match)
+        assert pair_score(sa, sb, insert, mean, std, match) == expect
+    # far outside the distribution the tail probability underflows and is floored at 1e-300, as in Python
+    assert pair_score(0, 0, 10 ** 6, 300.0, 10.0, 1) == int(0.721 * math.log(1e-300) + 0.499)
