@@ -6,6 +6,7 @@
 #      peanut-py (mode best) against bwa mem and minimap2 -ax sr, all with every core, same run;
 #   2. peanut map --align-on device on the same single-end reads: time, and SAM identical to --align-on cpu;
 #   3. benchmarks/affine_kernel.py: alignments/s of the final alignment on the CPU vs kernels/affine.cl.
+# SETS, READS, THREADS, PAIRS override the defaults; SKIP_ALIGN=1 stops after step 1.
 set -uo pipefail
 OUT=${OUT:-benchmarks/results}
 READS=${READS:-1000000}
@@ -18,6 +19,7 @@ python3 benchmarks/run.py --gpu --data .bench_data --genome chr20 --sets "${SETS
   --tools peanut-best,bwa,minimap2 --reads "$READS" --reps 1 --razers-reads 0 --timeout 150 --keep-sam \
   --no-plots --results "$OUT" --machine h200 -t "$THREADS" 2>&1 | tail -40
 
+[ -n "${SKIP_ALIGN:-}" ] && exit 0
 index=$(ls benchmarks/work/index/peanut-*/ref.peanut.h5 | head -1)
 reads=$(ls -d benchmarks/work/reads/sim100se-* | head -1)
 for where in cpu device; do
