@@ -434,3 +434,25 @@ def test_chr20(chr20_index, chr20_fasta):
             assert ix.fetch(0, int(a), int(a) + 500) == seq[a:a + 500]
             g = int(ix.offsets[0]) + int(a)
             assert np.array_equal(ix.codes(g, g + 500), codes[a:a + 500])
+
+
+@pytest.mark.parametrize("dtype, shuffle", [(np.int64, True), (np.uint32, True), (np.uint32, False)])
+def test_parallel_inflate_equals_h5py(tmp_path, dtype, shuffle):
+    """read_deflated_parallel (the q-gram table's loader) returns exactly h5py's array for gzip chunks with
+    and without byte shuffling and a partial last chunk, and declines layouts it does not handle."""
+    import h5py
+
+    from peanut_py.reference import read_deflated_parallel
+
+    rng = np.random.default_rng(3)
+    data = np.cumsum(rng.integers(0, 1000, size=10_007)).astype(dtype)
+    path = tmp_path / "x.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("z", data=data, chunks=(1024,), compression="gzip", compression_opts=1, shuffle=shuffle)
+        f.create_dataset("plain", data=data, chunks=(1024,))
+        f.create_dataset("lzf", data=data, chunks=(1024,), compression="lzf")
+    with h5py.File(path, "r") as f:
+        got = read_deflated_parallel(f["z"], str(path), threads=3)
+        assert got is not None and got.dtype == data.dtype and np.array_equal(got, data)
+        assert read_deflated_parallel(f["plain"], str(path)) is None
+        assert read_deflated_parallel(f["lzf"], str(path)) is None
