@@ -3,8 +3,10 @@
 User errors (bad input, missing device) end with one line on stderr and a non-zero exit, never a traceback.
 """
 import argparse
+import os
 import shlex
 import signal
+import threading
 import sys
 
 from ._version import __version__
@@ -118,8 +120,31 @@ def cmd_devices(args):
     print("(* = the device a run would use; choose another with --device INDEX|NAME or PYOPENCL_CTX)")
 
 
+# Set by SIGINT/SIGTERM: whatever error the interruption itself causes in other threads (a kernel build
+# cut short, a closed queue) is then reported as the interruption it is, with exit status 130.
+_interrupted = threading.Event()
+
+
 def _terminate(signum, frame):
+    _interrupted.set()
     raise KeyboardInterrupt()
+
+
+def _exit_interrupted():
+    """Exit 130 at once. Output files are already gone (the writers abort while the exception unwinds; the
+    call below catches any left). os._exit skips interpreter shutdown, which would otherwise tear down the
+    OpenCL driver under a thread still inside it (seen: PoCL aborting with 'terminate called' when Ctrl-C
+    lands during a kernel build)."""
+    from .sam import abort_open_writers
+
+    print("peanut: interrupted", file=sys.stderr)
+    abort_open_writers()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(130)
 
 
 def build_parser():
@@ -213,16 +238,16 @@ def main(argv=None):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     # SIGTERM unwinds like Ctrl-C, so atomic writers delete their temporary files
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, _terminate)
     try:
         args.func(args)
-    except PeanutError as e:
-        print(f"peanut: error: {e}", file=sys.stderr)
-        sys.exit(1)
     except KeyboardInterrupt:
-        print("peanut: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except MemoryError:
-        print("peanut: error: out of memory", file=sys.stderr)
+        _exit_interrupted()
+    except (PeanutError, MemoryError) as e:
+        if _interrupted.is_set():
+            _exit_interrupted()
+        print(f"peanut: error: {e}" if isinstance(e, PeanutError) else "peanut: error: out of memory",
+              file=sys.stderr)
         sys.exit(1)
 
 

@@ -156,7 +156,7 @@ _open_writers_lock = threading.Lock()
 
 
 @atexit.register
-def _abort_open_writers():
+def abort_open_writers():
     """A run that ends without closing its output (an error in another thread, sys.exit) leaves no partial file."""
     with _open_writers_lock:
         writers = list(_open_writers)

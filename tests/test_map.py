@@ -255,9 +255,12 @@ def test_sensitivity_guarantee(shared_data, tmp_path, mode):
     assert not missed, f"{len(missed)} planted reads not found at their origin, e.g. {missed[:5]}"
 
 
+@pytest.mark.parametrize("cache", ["warm", "cold"])
 @pytest.mark.parametrize("sig", ["INT", "TERM"])
-def test_interrupt_leaves_no_output(example_index, shared_data, tmp_path, sig):
-    """Ctrl-C (or SIGTERM) during a run: exit 130, no output file and no temporary file left behind."""
+def test_interrupt_leaves_no_output(example_index, shared_data, tmp_path, sig, cache):
+    """Ctrl-C (or SIGTERM) during a run: exit 130, no output file and no temporary file left behind. "cold"
+    gives PoCL an empty kernel cache, so the signal lands while kernels compile (that once ended in a
+    build error or a C++ abort instead of 130)."""
     import os
     import signal
     import sys
@@ -266,6 +269,8 @@ def test_interrupt_leaves_no_output(example_index, shared_data, tmp_path, sig):
     reads = shared_data / "human" / "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz"
     out = tmp_path / "out.bam"
     env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
+    if cache == "cold":
+        env["POCL_CACHE_DIR"] = str(tmp_path.parent / f"pocl-cache-{sig}")
     proc = subprocess.Popen(
         [sys.executable, "-m", "peanut_py", "map", str(example_index), str(reads), "-o", str(out), "--batch-size", "500"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
