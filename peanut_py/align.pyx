@@ -46,6 +46,13 @@ cigar[cigar_offsets[p]:cigar_offsets[p + 1]] (cigar_offsets int64[n + 1])."""
 _OP_CHARS = "MIDNSHP=X"
 
 
+cdef inline int32_t column_score(uint8_t a, uint8_t b, const Scoring *sc) noexcept nogil:
+    """s(a, b) of docs/alignment.md ("Scoring"): the dynamic program and the terminal-gap pass share it."""
+    if a == 4 or b == 4:
+        return -sc.ambig
+    return sc.A if a == b else -sc.B
+
+
 cdef inline int32_t imax(int32_t a, int32_t b) noexcept nogil:
     return a if a > b else b
 
@@ -134,9 +141,8 @@ cdef int align_core(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t 
     best_j = -1
     for i in range(1, m + 1):
         rc = read[i - 1]
-        for k in range(4):
-            srow[k] = -sc.ambig if rc == 4 else (sc.A if rc == k else -sc.B)
-        srow[4] = -sc.ambig
+        for k in range(5):
+            srow[k] = column_score(rc, <uint8_t> k, sc)
         end_pen = 0 if i == m else sc.clip
         tbrow = w.tb + <size_t> i * W
         # band cells of this row inside the window [0, n]; the others are unreachable (those before j = 0 are
@@ -573,12 +579,6 @@ def md_flat(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, resu
     if length < 0:
         raise RuntimeError("MD buffer too small")
     return text, offsets
-
-
-cdef inline int32_t column_score(uint8_t a, uint8_t b, const Scoring *sc) noexcept nogil:
-    if a == 4 or b == 4:
-        return -sc.ambig
-    return sc.A if a == b else -sc.B
 
 
 cdef int32_t clip_one_pair(const uint8_t *read, int32_t m, const uint8_t *ref, uint32_t *cig, int32_t n_ops,

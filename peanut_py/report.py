@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import pairing
-from .align import align_batch, cigar_string, clip_terminal_gaps, md_batch, md_flat
+from .align import align_batch, clip_terminal_gaps, md_flat
 from .pairchoice import choose_pairs
 from .postprocess import gather_segments, rank_hits, strata_counts
 from .samtext import format_pairs, format_single_end
@@ -78,16 +78,6 @@ def _ranks(counts):
     """0..counts[i]-1 for every i, concatenated."""
     counts = np.asarray(counts, dtype=np.int64)
     return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-
-
-def xa_tag(names, offsets, contig, strand, aln, hits):
-    """BWA's ``XA:Z:chr,±pos,CIGAR,NM;`` listing of the alignments ``hits`` (indices into ``aln``)."""
-    xa = "".join(
-        f"{names[contig[k]]},{'-' if strand[k] else '+'}{aln.pos[k] - offsets[contig[k]] + 1},"
-        f"{cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]])},{aln.nm[k]};"
-        for k in hits
-    )
-    return f"\tXA:Z:{xa}"
 
 
 def _gather(source, starts, lengths):
@@ -160,7 +150,7 @@ class Postprocessor:
         strand = (rs[hit] & 1).astype(bool)
         read = local_read + r0
 
-        aln, md, contig = self._align(batch, read, strand, start[hit], end[hit], flat_md=True)
+        aln, md, contig = self._align(batch, read, strand, start[hit], end[hit])
 
         # per read: primary = first aligned hit (best stratum, leftmost); XS = best score among the others
         first = np.cumsum(n_align) - n_align
@@ -193,10 +183,9 @@ class Postprocessor:
         )
         return text, n_reads, {"mapped": mapped, "multi": multi}
 
-    def _align(self, batch, read, strand, hit_start, hit_end, flat_md=False):
+    def _align(self, batch, read, strand, hit_start, hit_end):
         """Final alignment of hits (batch read index, strand, validated global [start, end) per hit):
-        returns (BatchAlignments, MD strings (or md_flat's (text, offsets) with ``flat_md``), contig index
-        per hit)."""
+        returns (BatchAlignments, md_flat's MD (text, offsets), contig index per hit)."""
         opts = self.opts
         lengths = np.diff(batch.offsets)[read]
         # forward codes followed by the reverse complement of the whole batch (ReadBatch.both_strands)
@@ -222,7 +211,7 @@ class Postprocessor:
         if opts.local:
             aln = clip_terminal_gaps(read_codes, read_off, ref_codes, ref_off, win_lo, aln, True, opts.match,
                                      opts.mismatch, opts.gap_open, opts.gap_extend, clip=opts.clip)
-        md = (md_flat if flat_md else md_batch)(read_codes, read_off, ref_codes, ref_off, win_lo, aln)
+        md = md_flat(read_codes, read_off, ref_codes, ref_off, win_lo, aln)
         return aln, md, contig
 
     # --- paired-end -----------------------------------------------------------------------------------------
@@ -279,7 +268,7 @@ class Postprocessor:
         i_read, i_rank = key // _KEY, key % _KEY
         hit = order[ptr[i_read] + i_rank]
         strand = (rs[hit] & 1).astype(bool)
-        aln, md, contig = self._align(batch, i_read + r0, strand, start[hit], end[hit], flat_md=True)
+        aln, md, contig = self._align(batch, i_read + r0, strand, start[hit], end[hit])
         ok = aln.pos >= 0
         score_of = np.where(ok, aln.score, 0).astype(np.int64)
 

@@ -27,11 +27,11 @@ FLAG_SECONDARY = 0x100
 FLAG_SUPPLEMENTARY = 0x800
 
 # IUPAC complement; reads hold uppercase letters only (reads.py), N and other letters map to themselves.
-_COMPLEMENT = bytes.maketrans(b"ACGTRYKMBVDHSWN", b"TGCAYRMKVBHDSWN")
+COMPLEMENT_TABLE = bytes.maketrans(b"ACGTRYKMBVDHSWN", b"TGCAYRMKVBHDSWN")  # also samtext.pyx's
 
 
 def reverse_complement(seq: bytes) -> bytes:
-    return seq.translate(_COMPLEMENT)[::-1]
+    return seq.translate(COMPLEMENT_TABLE)[::-1]
 
 
 # --- header ---------------------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ def format_records(
         if not seq or f & FLAG_SECONDARY:
             s = q = "*"
         elif f & FLAG_REVERSE:
-            s = seq.translate(_COMPLEMENT)[::-1].decode()
+            s = seq.translate(COMPLEMENT_TABLE)[::-1].decode()
             q = quals[r][::-1].decode() if quals is not None else "*"
         else:
             s = seq.decode()

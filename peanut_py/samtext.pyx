@@ -9,6 +9,8 @@ same time.
 """
 import numpy as np
 
+from . import sam as _sam
+
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
@@ -16,25 +18,23 @@ from libc.string cimport memcpy, strlen
 
 cnp.import_array()
 
-cdef enum:
-    FLAG_PAIRED = 0x1
-    FLAG_PROPER_PAIR = 0x2
-    FLAG_UNMAPPED = 0x4
-    FLAG_MATE_UNMAPPED = 0x8
-    FLAG_REVERSE = 0x10
-    FLAG_MATE_REVERSE = 0x20
-    FLAG_READ1 = 0x40
-    FLAG_READ2 = 0x80
-    FLAG_SECONDARY = 0x100
+# SAM flags and the IUPAC complement come from sam.py, their one definition, as C values for nogil code
+cdef int64_t FLAG_PAIRED = _sam.FLAG_PAIRED
+cdef int64_t FLAG_PROPER_PAIR = _sam.FLAG_PROPER_PAIR
+cdef int64_t FLAG_UNMAPPED = _sam.FLAG_UNMAPPED
+cdef int64_t FLAG_MATE_UNMAPPED = _sam.FLAG_MATE_UNMAPPED
+cdef int64_t FLAG_REVERSE = _sam.FLAG_REVERSE
+cdef int64_t FLAG_MATE_REVERSE = _sam.FLAG_MATE_REVERSE
+cdef int64_t FLAG_READ1 = _sam.FLAG_READ1
+cdef int64_t FLAG_READ2 = _sam.FLAG_READ2
+cdef int64_t FLAG_SECONDARY = _sam.FLAG_SECONDARY
 
 cdef const char *OP_CHARS = b"MIDNSHP=X"
 
-# IUPAC complement of an uppercase letter (sam.reverse_complement); other bytes map to themselves
+# sam.reverse_complement's translation table: IUPAC complement of an uppercase letter, other bytes unchanged
 cdef uint8_t COMPLEMENT[256]
-for _i in range(256):
-    COMPLEMENT[_i] = _i
-for _a, _b in zip(b"ACGTRYKMBVDHSWN", b"TGCAYRMKVBHDSWN"):
-    COMPLEMENT[_a] = _b
+for _i, _c in enumerate(_sam.COMPLEMENT_TABLE):
+    COMPLEMENT[_i] = _c
 
 
 cdef struct Buf:

@@ -8,6 +8,8 @@ import numpy as np
 import pyopencl.array as cla
 import pytest
 
+from test_validation import read_buffer
+
 from peanut_py import pairing, rescue
 from peanut_py.device import Device
 from peanut_py.errors import PeanutError
@@ -351,18 +353,11 @@ def rescue_cases(rng, genome_seq, n_cases):
 
 
 def run_kernel(device, genome, reads, tasks, opts):
-    strands = []
-    for r in reads:
-        r = np.asarray(r, dtype=np.uint8)
-        strands += [r, COMPLEMENT[r[::-1]]]
-    starts = np.zeros(len(strands) + 1, dtype=np.uint32)
-    starts[1:] = np.cumsum([len(s) for s in strands])
-    text = np.concatenate(strands + [np.zeros(1, np.uint8)])
     q = device.queue
-    buf = SimpleNamespace(text=cla.to_device(q, text), rs_start=cla.to_device(q, starts), rs_start_host=starts)
+    buf, host = read_buffer(q, reads)  # the validation tests' read buffer: forward, then reverse complement
     res = SimpleNamespace(packed=cla.to_device(q, genome.packed), ambiguous=cla.to_device(q, genome.ambiguous))
     rs, lo, hi = (np.array(c, dtype=np.int64) for c in zip(*tasks))
-    return rescue.align_windows(device, res, buf, rs, lo, hi, opts), strands
+    return rescue.align_windows(device, res, buf, rs, lo, hi, opts), host.strands
 
 
 @pytest.mark.parametrize("local", [True, False])

@@ -6,11 +6,13 @@ reference (tests/test_pairchoice.py)."""
 import gzip
 import itertools
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from conftest import REPO
+from test_align import check_consistency
 from peanut_py import pairing, sam, samtext
 from peanut_py import report as report_module
 from peanut_py.align import cigar_string
@@ -19,7 +21,7 @@ from peanut_py.device import Device
 from peanut_py.mapping import open_index
 from peanut_py.pairing import estimate_insert_size, insert_sample
 from peanut_py.reads import read_batches, read_pair_batches
-from peanut_py.report import MapOptions, Postprocessor, xa_tag
+from peanut_py.report import MapOptions, Postprocessor
 from peanut_py.rescue import merge_hits, rescue_batch
 from peanut_py.resident import ResidentReference
 
@@ -32,6 +34,16 @@ OPTION_SETS = [
     MapOptions(mode="all", max_hits=20, min_identity=0.7, secondary=True),
 ]
 OPTION_IDS = ["xa", "secondary-rg", "all-xa", "all-secondary"]
+
+
+def xa_tag(names, offsets, contig, strand, aln, hits):
+    """BWA's ``XA:Z:chr,±pos,CIGAR,NM;`` listing of the alignments ``hits`` (indices into ``aln``)."""
+    xa = "".join(
+        f"{names[contig[k]]},{'-' if strand[k] else '+'}{aln.pos[k] - offsets[contig[k]] + 1},"
+        f"{cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]])},{aln.nm[k]};"
+        for k in hits
+    )
+    return f"\tXA:Z:{xa}"
 
 
 def reference_records(post, batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq):
@@ -119,8 +131,10 @@ def test_same_text_as_the_python_formatter(mapped_example, opts, fmt, tmp_path, 
     assert ("\tRG:Z:grp1" in text) == (opts.read_group_id is not None)
 
 
-def test_md_flat_equals_md_batch(mapped_example):
-    """md_flat (the formatter's MD source) gives md_batch's strings for every aligned hit of real reads."""
+def test_md_of_the_aligned_hits_is_consistent(mapped_example):
+    """The MD text the formatter receives (md_flat, from Postprocessor._align) describes every aligned hit of
+    real reads exactly: rebuilt from read, CIGAR and MD it gives the reference, and NM counts its edits
+    (test_align.check_consistency); hits without alignment have an empty MD."""
     device, index, resident, genome = mapped_example
     opts = MapOptions(mode="all", max_hits=20, min_identity=0.7)
     batch = next(read_batches(str(READS)))
@@ -128,11 +142,21 @@ def test_md_flat_equals_md_batch(mapped_example):
     post = Postprocessor(index, genome, opts)
     read = (result.rs >> 1).astype(np.int64)
     strand = (result.rs & 1).astype(bool)
-    _, md_list, _ = post._align(batch, read, strand, result.ref_start, result.ref_end)
-    aln, (text, offsets), _ = post._align(batch, read, strand, result.ref_start, result.ref_end, flat_md=True)
-    flat = [bytes(text[a:b]).decode() for a, b in zip(offsets[:-1], offsets[1:])]
-    assert len(flat) == len(md_list) > 2000 and flat == md_list
-    assert sum(m == "" for m in flat) == int((aln.pos < 0).sum())
+    aln, (text, offsets), _ = post._align(batch, read, strand, result.ref_start, result.ref_end)
+    md = [bytes(text[a:b]).decode() for a, b in zip(offsets[:-1], offsets[1:])]
+    assert len(md) > 2000
+    assert sum(m == "" for m in md) == int((aln.pos < 0).sum())
+    both = batch.both_strands()
+    total = len(batch.codes)
+    for k in np.flatnonzero(aln.pos >= 0):
+        r = int(read[k])
+        n = int(batch.offsets[r + 1] - batch.offsets[r])
+        src = 2 * total - int(batch.offsets[r + 1]) if strand[k] else int(batch.offsets[r])
+        lo, hi = int(aln.pos[k]) - 5, int(aln.ref_end[k]) + 5
+        cigar = cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]])
+        hit = SimpleNamespace(pos=int(aln.pos[k]), ref_end=int(aln.ref_end[k]), read_begin=int(aln.read_begin[k]),
+                              read_end=int(aln.read_end[k]), nm=int(aln.nm[k]), cigar_string=cigar, md=md[k])
+        check_consistency(both[src:src + n], genome[lo:hi], lo, hit)
 
 
 @pytest.mark.parametrize("extra", [[], ["-p"]], ids=["single", "paired"])
