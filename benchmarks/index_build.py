@@ -131,32 +131,37 @@ GRCH37_MBP = [249.3, 243.2, 198.0, 191.2, 180.9, 171.1, 159.1, 146.4, 141.2, 135
 def synthetic_genome(path, gbp, seed=1):
     """Random bases with human-like N runs (telomeres, centromere) and a planted repeat family (100 k copies
     per Gbp of a 300-bp element, 10 % diverged): exercises masking, N handling and the multi-round build."""
+    scale = gbp * 1000 / sum(GRCH37_MBP)
+    contigs = [(f"chr{i + 1}", int(mbp * 1e6 * scale) // 60 * 60) for i, mbp in enumerate(GRCH37_MBP)]
+    with open(path, "wb") as f:
+        write_synthetic_contigs(f, contigs, seed)
+
+
+def write_synthetic_contigs(f, contigs, seed=1):
+    """Write ``contigs`` ((name, length), length a multiple of 60) of synthetic sequence to the open file."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    scale = gbp * 1000 / sum(GRCH37_MBP)
     element = rng.integers(0, 4, 300, dtype=np.uint8)
     letters = np.frombuffer(b"ACGTN", dtype=np.uint8)
-    with open(path, "wb") as f:
-        for i, mbp in enumerate(GRCH37_MBP):
-            n = int(mbp * 1e6 * scale) // 60 * 60
-            codes = rng.integers(0, 4, n, dtype=np.uint8)
-            copies = int(100_000 * n / 1e9)
-            at = rng.integers(0, n - 300, copies)
-            idx = (at[:, None] + np.arange(300)).ravel()
-            rep = np.tile(element, copies)
-            mut = rng.random(rep.size) < 0.1
-            rep[mut] = rng.integers(0, 4, int(mut.sum()), dtype=np.uint8)
-            codes[idx] = rep
-            codes[:10_000] = 4
-            codes[-10_000:] = 4
-            mid = n // 3
-            codes[mid:mid + min(3_000_000, n // 20)] = 4
-            text = letters[codes].reshape(-1, 60)
-            text = np.hstack([text, np.full((text.shape[0], 1), 10, dtype=np.uint8)])
-            f.write(f">chr{i + 1} synthetic\n".encode())
-            f.write(text.tobytes())
-            del codes, text, idx, rep
+    for name, n in contigs:
+        codes = rng.integers(0, 4, n, dtype=np.uint8)
+        copies = int(100_000 * n / 1e9)
+        at = rng.integers(0, n - 300, copies)
+        idx = (at[:, None] + np.arange(300)).ravel()
+        rep = np.tile(element, copies)
+        mut = rng.random(rep.size) < 0.1
+        rep[mut] = rng.integers(0, 4, int(mut.sum()), dtype=np.uint8)
+        codes[idx] = rep
+        codes[:10_000] = 4
+        codes[-10_000:] = 4
+        mid = n // 3
+        codes[mid:mid + min(3_000_000, n // 20)] = 4
+        text = letters[codes].reshape(-1, 60)
+        text = np.hstack([text, np.full((text.shape[0], 1), 10, dtype=np.uint8)])
+        f.write(f">{name} synthetic\n".encode())
+        f.write(text.tobytes())
+        del codes, text, idx, rep
 
 
 def synthetic(gbp, workdir):

@@ -9,6 +9,7 @@ cdef struct Scoring:
     int32_t E       # gap extension penalty
     int32_t ambig   # penalty for a column with N in the read or an ambiguous reference base (code 4)
     int32_t clip    # local mode: penalty per soft-clipped read end (bwa -L)
+    int32_t shortcut  # 1: take the provably unique ungapped alignment without the DP (align.pyx, ungapped_unique)
 
 # Work buffers of one thread; grown on demand, never shared.
 cdef struct AlignWork:

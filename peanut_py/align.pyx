@@ -103,6 +103,71 @@ cdef inline void set_unaligned(AlignResult *out) noexcept nogil:
     out.n_cigar = 0
 
 
+cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n,
+                          int32_t band_lo, int32_t band_hi, bint local, const Scoring *sc,
+                          uint32_t *cigar, AlignResult *out) noexcept nogil:
+    """The dynamic program's result without the dynamic program, when it is provably an ungapped, unclipped
+    alignment (docs/alignment.md, "Ungapped shortcut"); False leaves ``out`` alone.
+
+    Every alignment scores at most A per aligned read base. One with a gap therefore scores at most
+    m*A - (O+E), one that clips a read end (local) at most (m-1)*A - clip. An ungapped, unclipped alignment
+    on diagonal d with k mismatches (no N) scores S = m*A - k*(A+B). If S beats both bounds and every other
+    full-length ungapped alignment in the band scores strictly less than S, S is the unique optimum, every
+    prefix of it is the unique best path to its cells (strictly above a fresh start), so the DP's end-cell
+    rule and traceback return exactly it: pos d, CIGAR mM, NM k, AS S. Most reads (k <= 1 with bwa-mem's
+    scores) take this path, at a fraction of the DP's cost.
+    """
+    cdef int32_t ab = sc.A + sc.B
+    cdef int32_t bound = sc.O + sc.E
+    cdef int32_t lo = band_lo if band_lo > 0 else 0
+    cdef int32_t hi = band_hi if band_hi < n - m else n - m
+    cdef int32_t kmax, best, best_d = -1, d, q, s, rem
+    cdef bint found = False, tie = False, best_n = False, has_n
+    cdef uint8_t a, b
+    if local and sc.A + sc.clip < bound:
+        bound = sc.A + sc.clip
+    if ab <= 0 or lo > hi:
+        return False
+    kmax = (bound - 1) // ab if bound >= 1 else -1     # largest k with k * (A + B) < bound
+    if kmax < 0:
+        return False
+    best = m * sc.A - kmax * ab                           # the least score accepted, then the best so far
+    for d in range(lo, hi + 1):
+        s = 0
+        has_n = False
+        rem = m
+        for q in range(m):
+            a = read[q]
+            b = ref[d + q]
+            rem -= 1
+            if a == 4 or b == 4:
+                s -= sc.ambig
+                has_n = True
+            elif a == b:
+                s += sc.A
+            else:
+                s -= sc.B
+                if s + rem * sc.A < best:              # cannot reach (or tie) the best any more
+                    break
+        if s + rem * sc.A < best or rem > 0:
+            continue
+        if not found or s > best:
+            found, tie, best, best_d, best_n = True, False, s, d, has_n
+        else:
+            tie = True                                   # s == best: the DP's tie rules would decide
+    if not found or tie or best_n:
+        return False
+    out.ref_begin = best_d
+    out.ref_end = best_d + m
+    out.read_begin = 0
+    out.read_end = m
+    out.score = best
+    out.nm = (m * sc.A - best) // ab
+    out.n_cigar = 1
+    cigar[0] = (<uint32_t> m << 4) | OP_M
+    return True
+
+
 cdef int align_core(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n,
                     int32_t band_lo, int32_t band_hi, bint local, const Scoring *sc,
                     AlignWork *w, uint32_t *cigar, int32_t cigar_cap, AlignResult *out) noexcept nogil:
@@ -120,6 +185,8 @@ cdef int align_core(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t 
 
     set_unaligned(out)
     if m <= 0 or lo > hi:
+        return 0
+    if sc.shortcut and cigar_cap >= 1 and ungapped_unique(read, m, ref, n, band_lo, band_hi, local, sc, cigar, out):
         return 0
     W = hi - lo + 1
     if work_reserve(w, W, <size_t> (m + 1) * <size_t> W) != 0:
@@ -361,7 +428,7 @@ def cigar_tuples(cigar):
     return [(int(c) & 0xf, int(c) >> 4) for c in cigar]
 
 
-cdef Scoring make_scoring(A, B, O, E, ambig, clip) except *:
+cdef Scoring make_scoring(A, B, O, E, ambig, clip, shortcut=True) except *:
     cdef Scoring sc
     for name, v in (("A", A), ("B", B), ("O", O), ("E", E), ("ambig", ambig), ("clip", clip)):
         if not 0 <= v <= MAX_PENALTY:
@@ -369,6 +436,7 @@ cdef Scoring make_scoring(A, B, O, E, ambig, clip) except *:
     if O + E < 1:
         raise ValueError("a gap must cost something: O + E >= 1")
     sc.A, sc.B, sc.O, sc.E, sc.ambig, sc.clip = A, B, O, E, ambig, clip
+    sc.shortcut = 1 if shortcut else 0
     return sc
 
 
@@ -390,15 +458,17 @@ def _offsets(x, total, what):
     return o
 
 
-def align(read_codes, ref_codes, ref_global_start, band_lo, band_hi, local, A=1, B=4, O=6, E=1, *, ambig=1, clip=5):
+def align(read_codes, ref_codes, ref_global_start, band_lo, band_hi, local, A=1, B=4, O=6, E=1, *, ambig=1, clip=5,
+          shortcut=True):
     """Align one read (codes 0..4) to a reference window (codes 0..4) starting at global position
     ref_global_start, within diagonals band_lo..band_hi (window position - read position, inclusive).
-    local=True soft-clips read ends at `clip` each; local=False aligns the whole read. Returns Alignment."""
+    local=True soft-clips read ends at `clip` each; local=False aligns the whole read. Returns Alignment.
+    shortcut=False runs the dynamic program even where the ungapped shortcut applies (same result)."""
     read = _codes(read_codes, "read_codes")
     ref = _codes(ref_codes, "ref_codes")
     if read.size > MAX_LENGTH or ref.size > MAX_LENGTH:
         raise ValueError(f"read and window must be at most {MAX_LENGTH} bases")
-    cdef Scoring sc = make_scoring(A, B, O, E, ambig, clip)
+    cdef Scoring sc = make_scoring(A, B, O, E, ambig, clip, shortcut)
     cdef const uint8_t[::1] rv = read
     cdef const uint8_t[::1] fv = ref
     cdef int32_t m = read.size, n = ref.size, lo = band_lo, hi = band_hi
@@ -431,6 +501,22 @@ def align(read_codes, ref_codes, ref_global_start, band_lo, band_hi, local, A=1,
                      bytes(md_buf[:md_len]).decode("ascii"))
 
 
+def ungapped_shortcut(read_codes, ref_codes, band_lo, band_hi, local, A=1, B=4, O=6, E=1, *, ambig=1, clip=5):
+    """What the ungapped shortcut of align/align_batch decides for one pair: (window position, AS, NM) of the
+    alignment it returns without the dynamic program (CIGAR mM), or None where the DP runs. For tests."""
+    read = _codes(read_codes, "read_codes")
+    ref = _codes(ref_codes, "ref_codes")
+    cdef Scoring sc = make_scoring(A, B, O, E, ambig, clip)
+    cdef const uint8_t[::1] rv = read if read.size else np.zeros(1, np.uint8)
+    cdef const uint8_t[::1] fv = ref if ref.size else np.zeros(1, np.uint8)
+    cdef uint32_t op = 0
+    cdef AlignResult res
+    if read.size == 0 or not ungapped_unique(&rv[0], read.size, &fv[0], ref.size, band_lo, band_hi, bool(local), &sc,
+                                             &op, &res):
+        return None
+    return int(res.ref_begin), int(res.score), int(res.nm)
+
+
 def batch_arrays(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, band_lo, band_hi, local):
     """align_batch's inputs checked and converted (scalars broadcast): read and window codes (uint8), their
     offsets (int64), global window starts (int64), band bounds (int32) and local flags (uint8) per pair.
@@ -450,15 +536,16 @@ def batch_arrays(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start,
 
 
 def align_batch(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, band_lo, band_hi, local,
-                A=1, B=4, O=6, E=1, *, ambig=1, clip=5):
+                A=1, B=4, O=6, E=1, *, ambig=1, clip=5, shortcut=True):
     """Align pair p = read_seq[read_offsets[p]:read_offsets[p+1]] to the window
     ref_seq[ref_offsets[p]:ref_offsets[p+1]] starting at global ref_global_start[p], band
     band_lo[p]..band_hi[p], mode local[p] (scalars broadcast). The loop runs without the GIL with this
-    call's own work buffers, so several threads may call it at once. Returns BatchAlignments."""
+    call's own work buffers, so several threads may call it at once. Returns BatchAlignments.
+    shortcut=False runs the dynamic program even where the ungapped shortcut applies (same result)."""
     rseq, fseq, roff, foff, gstart, blo, bhi, loc = batch_arrays(read_seq, read_offsets, ref_seq, ref_offsets,
                                                                  ref_global_start, band_lo, band_hi, local)
     npairs = roff.size - 1
-    cdef Scoring sc = make_scoring(A, B, O, E, ambig, clip)
+    cdef Scoring sc = make_scoring(A, B, O, E, ambig, clip, shortcut)
     pos = np.empty(npairs, dtype=np.int64)
     ref_end = np.empty(npairs, dtype=np.int64)
     read_begin = np.empty(npairs, dtype=np.int32)

@@ -12,6 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 _END = object()
 
+# CPython hands the GIL to a waiting thread only after this long (default 5 ms). The device thread waits for
+# the GIL after every blocking OpenCL call while postprocessing threads run short GIL-holding steps; at the
+# default, those hand-overs cost the GPU host's device stage ~20 % (docs/gpu.md, "GIL").
+SWITCH_INTERVAL = 0.0005
+
 
 class _Failed:
     def __init__(self, exc):
@@ -93,6 +98,15 @@ def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=
     returns ``(text, n_reads)`` or ``(text, n_reads, counters)`` and runs on the pool of ``threads`` workers.
     ``write(text)`` runs in the calling thread, in input order.
     """
+    previous_interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(previous_interval, SWITCH_INTERVAL))
+    try:
+        return _run(batches, device_step, post_steps, write, threads, queue_size, log, times)
+    finally:
+        sys.setswitchinterval(previous_interval)
+
+
+def _run(batches, device_step, post_steps, write, threads, queue_size, log, times):
     times = times if times is not None else StageTimes()
     stop = threading.Event()
     to_device = _Channel(stop, queue_size)

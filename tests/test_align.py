@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from peanut_py.align import align, align_batch, cigar_string, cigar_tuples, clip_terminal_gaps, md_batch
+from peanut_py.align import (align, align_batch, cigar_string, cigar_tuples, clip_terminal_gaps, md_batch,
+                             ungapped_shortcut)
 
 NEG = -(1 << 30)
 VALID_MIN = -(1 << 29)
@@ -404,6 +405,88 @@ def test_batch_equals_single_and_threads_equal_serial():
         for a, r, m in ex.map(run, chunks):
             for p in range(len(r.pos)):
                 assert batch_rows(r, m, p) == batch_rows(res, md, a + p)
+
+
+# ------------------------------------------------------------------ ungapped shortcut
+
+def shortcut_pair(rng):
+    """Mostly what the shortcut is for (a read with 0-3 substitutions on one diagonal), and what it must refuse:
+    tandem repeats (equal scores on other diagonals), N in read or window, reads hanging out of the window,
+    an indel, bands that miss the true diagonal."""
+    m = int(rng.integers(1, 120))
+    pad = int(rng.integers(0, 12))
+    period = int(rng.integers(1, 7))
+    unit = rng.integers(0, 4, size=period).astype(np.uint8)
+    kind = rng.random()
+    if kind < 0.25:  # a tandem repeat under part or all of the read
+        window = np.resize(unit, m + 2 * pad)
+        a = int(rng.integers(0, window.size))
+        window[:a] = rng.integers(0, 4, size=a)
+    else:
+        window = rng.integers(0, 4, size=m + 2 * pad).astype(np.uint8)
+    read = window[pad:pad + m].copy()
+    for p in rng.choice(m, size=min(m, int(rng.integers(0, 4))), replace=False):
+        read[p] = (read[p] + int(rng.integers(1, 4))) % 4
+    if rng.random() < 0.1:
+        read[int(rng.integers(0, m))] = 4
+    if rng.random() < 0.1:
+        window[int(rng.integers(0, window.size))] = 4
+    if rng.random() < 0.1 and m > 10:  # a one-base deletion from the read
+        k = int(rng.integers(3, m - 3))
+        read = np.concatenate([read[:k], read[k + 1:], window[pad + m:pad + m + 1]])
+    w = int(rng.integers(0, 10))
+    shift = int(rng.integers(-4, 5)) if rng.random() < 0.3 else 0
+    return read, window, pad - w + shift, pad + w + shift
+
+
+@pytest.mark.parametrize("scheme", range(len(SCHEMES)))
+def test_ungapped_shortcut_equals_dynamic_program(scheme):
+    """align.pyx skips the DP where an ungapped, unclipped alignment is provably the unique optimum
+    (docs/alignment.md, "Ungapped shortcut"): its result must be the DP's, field for field."""
+    sc = SCHEMES[scheme]
+    rng = np.random.default_rng(77 + scheme)
+    pairs = [shortcut_pair(rng) for _ in range(3000)]
+    local = rng.random(len(pairs)) < 0.5
+    taken = 0
+    for (read, window, lo, hi), loc in zip(pairs, local):
+        decided = ungapped_shortcut(read, window, lo, hi, loc, **sc)
+        dp = align(read, window, 5000, lo, hi, loc, shortcut=False, **sc)
+        if decided is not None:
+            taken += 1
+            pos, score, nm = decided
+            assert (dp.pos - 5000, dp.score, dp.nm, dp.cigar_string, dp.read_begin, dp.read_end) == (
+                pos, score, nm, f"{read.size}M", 0, read.size)
+    # with bwa-mem's scores most of these reads (0-1 substitution, unique) take the shortcut
+    if scheme == 0:
+        assert taken > 0.3 * len(pairs)
+    rseq, roff, fseq, foff = make_batch(pairs)
+    lo = np.array([p[2] for p in pairs])
+    hi = np.array([p[3] for p in pairs])
+    fast = align_batch(rseq, roff, fseq, foff, 5000, lo, hi, local, **sc)
+    slow = align_batch(rseq, roff, fseq, foff, 5000, lo, hi, local, shortcut=False, **sc)
+    for field in fast._fields:
+        assert np.array_equal(getattr(fast, field), getattr(slow, field)), field
+    # and a subset against the plain Python dynamic program
+    for p in range(0, len(pairs), 15):
+        read, window, l, h = pairs[p]
+        assert_same(align(read, window, 5000, l, h, bool(local[p]), **sc),
+                    ref_align(read, window, 5000, l, h, bool(local[p]), **sc))
+
+
+def test_ungapped_shortcut_refuses_ties_and_gaps():
+    tandem = codes("ACACACACACACACACACACACAC")
+    read = codes("ACACACACACAC")
+    assert ungapped_shortcut(read, tandem, 0, 12, True, **BWA_MEM) is None  # every even diagonal ties
+    assert ungapped_shortcut(read, tandem, 4, 5, True, **BWA_MEM) == (4, 12, 0)  # one even diagonal in the band
+    rng = np.random.default_rng(5)
+    window = rng.integers(0, 4, 60).astype(np.uint8)
+    read = window[10:50].copy()
+    read[[5, 30]] = (read[[5, 30]] + 1) % 4  # two mismatches cost 10 > a gap's 7: the DP must decide
+    assert ungapped_shortcut(read, window, 0, 20, True, **BWA_MEM) is None
+    read[30] = window[40]
+    assert ungapped_shortcut(read, window, 0, 20, True, **BWA_MEM) == (10, 40 - 5, 1)
+    read[12] = 4  # an N: left to the DP
+    assert ungapped_shortcut(read, window, 0, 20, True, **BWA_MEM) is None
 
 
 def test_empty_batch():

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Human-scale reference on the device (issue 7): a 3.1 Gbp genome, its index, one filtration pass, 5 M reads.
+
+    python benchmarks/human_scale.py prepare --work DIR    # genome FASTA, `peanut index`, mason reads
+    python benchmarks/human_scale.py map --work DIR -t 16   # peanut map of the reads, one-buffer profile
+
+The genome is GRCh37 chr20 (real, contig name "20") plus the other 23 GRCh37 chromosomes at their real
+lengths filled with random sequence from a fixed seed (benchmarks/index_build.synthetic_genome: N runs at
+the telomeres and centromere, a planted 300-bp repeat family at 100 k copies per Gbp, 10 % diverged): 3.1 Gbp,
+so that every table, offset and pass has its human size. Reads are simulated from chr20 only
+(mason_simulator, Illumina 100 bp), so their truth is known and their repeats are real; the random
+chromosomes add the chance q-gram hits of a large genome (a real genome adds more repeats than random
+sequence does: treat the throughput as an upper bound for GRCh37).
+
+``prepare`` runs the index build and the simulation side by side and reports the build's wall time and peak
+RSS (os.wait4 of the process), the index file's size; ``map`` reports the start-up (index load + upload),
+the end-to-end throughput (SAM to a file), placement accuracy against mason's truth, and the device time of
+one read buffer (benchmarks/core_kernels.py) on the human-scale index and on chr20's alone.
+"""
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from benchmarks.index_build import GRCH37_MBP, write_synthetic_contigs  # noqa: E402
+
+CHR20_INDEX = 19  # GRCH37_MBP is chr1..chr22, X, Y
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def run_measured(cmd, stdout=None, stderr=None):
+    """(returncode, wall s, peak RSS MB, CPU s) of one process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, time.perf_counter() - t0, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+
+
+def peanut_cmd(*args):
+    return [sys.executable, "-m", "peanut_py", *args]
+
+
+def prepare(args):
+    os.makedirs(args.work, exist_ok=True)
+    chr20 = os.path.join(args.work, "chr20.fa")
+    genome = os.path.join(args.work, "human_scale.fa")
+    index = os.path.join(args.work, "human_scale.peanut.h5")
+    reads = os.path.join(args.work, "reads.fq")
+    truth = os.path.join(args.work, "truth.sam")
+    t0 = time.perf_counter()
+    with gzip.open(args.chr20, "rb") as fin, open(chr20, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 24)
+    with open(genome + ".tmp", "wb") as f:
+        with open(chr20, "rb") as c:
+            shutil.copyfileobj(c, f, 1 << 24)
+        others = [(f"chr{i + 1}" if i < 22 else "chrX" if i == 22 else "chrY", mbp)
+                  for i, mbp in enumerate(GRCH37_MBP) if i != CHR20_INDEX]
+        write_synthetic_contigs(f, [(name, int(mbp * 1e6 * args.scale) // 60 * 60) for name, mbp in others],
+                                seed=args.seed)
+    os.replace(genome + ".tmp", genome)
+    size = os.path.getsize(genome)
+    log(f"genome: {genome}, {size / 1e9:.2f} GB FASTA (chr20 + 23 random chromosomes) in "
+        f"{time.perf_counter() - t0:.0f} s")
+
+    # mason runs beside the (mostly single-threaded) index build
+    mason = shutil.which("mason_simulator") or "/usr/lib/seqan/bin/mason_simulator"
+    mason_cmd = [mason, "-ir", chr20, "-n", str(args.reads), "--illumina-read-length", "100", "-o", reads,
+                 "-oa", truth, "--seed", "1", "--num-threads", str(args.mason_threads), "-q"]
+    mason_log = open(os.path.join(args.work, "mason.log"), "w")
+    t_mason = time.perf_counter()
+    mason_proc = subprocess.Popen(mason_cmd, stdout=mason_log, stderr=subprocess.STDOUT)
+
+    build_log = os.path.join(args.work, "index.log")
+    with open(build_log, "w") as err:
+        rc, wall, rss, cpu = run_measured(peanut_cmd("index", genome, "-o", index), stderr=err)
+    with open(build_log) as f:
+        tail = f.read().strip().splitlines()[-1:]
+    if rc:
+        sys.exit(f"peanut index failed ({rc}): see {build_log}")
+    build = {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss, "index_gb": os.path.getsize(index) / 1e9,
+             "genome_gb": size / 1e9, "log": tail}
+    log(f"peanut index: {wall:.0f} s wall, {cpu:.0f} s CPU, peak RSS {rss:,.0f} MB, index "
+        f"{build['index_gb']:.2f} GB; {tail[0] if tail else ''}")
+    if mason_proc.wait():
+        sys.exit(f"mason_simulator failed ({mason_proc.returncode}): see {args.work}/mason.log")
+    log(f"mason_simulator: {args.reads:,} reads of 100 bp from chr20 in {time.perf_counter() - t_mason:.0f} s "
+        f"({args.mason_threads} threads)")
+    with open(os.path.join(args.work, "prepare.json"), "w") as f:
+        json.dump(build, f, indent=1)
+
+
+def head_fastq(src, dst, n):
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        for i, line in enumerate(fin):
+            if i >= 4 * n:
+                break
+            fout.write(line)
+
+
+def map_step(args):
+    index = os.path.join(args.work, "human_scale.peanut.h5")
+    reads = os.path.join(args.work, "reads.fq")
+    sam = os.path.join(args.work, "out.sam")
+    if not os.path.exists(index) or not os.path.exists(reads):
+        sys.exit(f"{args.work}: no index or reads; run `human_scale.py prepare` first")
+    result = {"threads": args.threads}
+    err_path = os.path.join(args.work, "map.log")
+    with open(err_path, "w") as err:
+        rc, wall, rss, cpu = run_measured(peanut_cmd("map", index, reads, "-t", str(args.threads), "-o", sam),
+                                          stderr=err)
+    text = open(err_path).read()
+    if rc:
+        sys.exit(f"peanut map failed ({rc}):\n{text[-3000:]}")
+    n_reads = int(re.search(r"([\d,]+) reads in", text).group(1).replace(",", ""))
+    upload = re.search(r"; ([\d.]+) s to load and upload", text)
+    result.update(reads=n_reads, wall_s=wall, cpu_s=cpu, peak_rss_mb=rss, reads_per_s=n_reads / wall,
+                  startup_s=float(upload.group(1)) if upload else None, log=text.strip().splitlines()[-4:])
+    log("\n".join(result["log"]))
+    log(f"peanut map (human scale, -t {args.threads}): {n_reads:,} reads in {wall:.1f} s = "
+        f"{n_reads / wall:,.0f} reads/s end to end, of which {result['startup_s']} s index load + upload; "
+        f"{cpu:.0f} s CPU, peak RSS {rss:,.0f} MB")
+
+    from benchmarks import scoring
+
+    truth = scoring.load_truth(os.path.join(args.work, "truth.sam"))
+    score = scoring.score_sam(sam, truth)
+    result["accuracy"] = {k: score[k] for k in ("n_truth", "mapped", "correct", "wrong", "missing",
+                                                "frac_correct", "wrong_at")}
+    log(f"accuracy: {score['correct']:,} of {score['n_truth']:,} correct ({100 * score['frac_correct']:.2f} %), "
+        f"wrong at MAPQ >= 20: {score['wrong_at'].get('20')}, missing {score['missing']}")
+
+    # one read buffer's device time, on this index and on chr20's own (same reads)
+    one = os.path.join(args.work, "buffer.fq")
+    head_fastq(reads, one, args.buffer_reads)
+    for label, idx in (("human scale", index), ("chr20 only", args.chr20_index)):
+        if not idx:
+            continue
+        out = os.path.join(args.work, f"core-{label.replace(' ', '_')}.json")
+        cmd = [sys.executable, os.path.join(HERE, "core_kernels.py"), "--index", idx, "--fastq", one, "--runs",
+               "2", "--json", out]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            log(f"core_kernels on {label} failed:\n{proc.stderr[-2000:]}")
+            continue
+        log(f"one buffer of {args.buffer_reads:,} reads, {label}:")
+        log("\n".join(line for line in proc.stdout.splitlines() if "total" in line or "reads/s" in line
+                      or line.startswith("| step") or re.match(r"\| [\d,]+ reads", line)))
+        with open(out) as f:
+            result[f"buffer_{label}"] = json.load(f)
+    with open(os.path.join(args.work, "map.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--work", required=True)
+    p.add_argument("--chr20", default=os.path.join(ROOT, ".bench_data", "human", "GRCh37_chr20.fa.gz"))
+    p.add_argument("--reads", type=int, default=5_000_000)
+    p.add_argument("--mason-threads", type=int, default=os.cpu_count())
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--scale", type=float, default=1.0, help="shrink the random chromosomes (a quick check)")
+    m = sub.add_parser("map")
+    m.add_argument("--work", required=True)
+    m.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    m.add_argument("--buffer-reads", type=int, default=262_144)
+    m.add_argument("--chr20-index", help="chr20's peanut index, for the one-buffer comparison")
+    args = ap.parse_args()
+    prepare(args) if args.step == "prepare" else map_step(args)
+
+
+if __name__ == "__main__":
+    main()
