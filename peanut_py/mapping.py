@@ -1,6 +1,7 @@
 """`peanut map`: wires the index, the device, the pipeline and the SAM writer together."""
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 
 from . import reads as readsmod
@@ -59,8 +60,11 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
     opts.read_group_id = rg_id
     device = Device(device_spec, memory_cap=memory_cap)
     t0 = time.perf_counter()
-    resident = ResidentReference.from_index(device, index)
-    genome = index.codes(0, int(index.offsets[-1] + index.lengths[-1]))
+    # the host's base codes (for the final alignment) are unpacked while the device copy loads and uploads
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        genome = pool.submit(index.codes, 0, int(index.offsets[-1] + index.lengths[-1]))
+        resident = ResidentReference.from_index(device, index)
+        genome = genome.result()
     upload = time.perf_counter() - t0
     if log:
         table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"

@@ -355,12 +355,15 @@ def _plan_rounds(groups, counts, round_keys):
     return rounds
 
 
-def read_deflated_parallel(ds, path, threads=None):
-    """A 1-D dataset stored as gzip (deflate) chunks, optionally byte-shuffled, decompressed on all cores.
+def read_chunks_parallel(ds, path, threads=None, dtype=None):
+    """A 1-D chunked dataset, stored raw or as gzip (deflate) chunks, optionally byte-shuffled, read on all
+    cores and converted to ``dtype`` (default: the dataset's) chunk by chunk.
 
-    h5py decompresses chunk after chunk on one core (chr20's q-gram table: ~1.4 s per array); zlib releases
-    the GIL, so the chunks are read with pread and inflated in a thread pool, then unshuffled. Returns None
-    when the layout is anything else (the caller falls back to h5py); the result equals ``ds[...]``.
+    h5py reads chunk after chunk on one core under its global lock (chr20's q-gram table: ~1.4 s per gzip
+    array; a human genome's 12 GB of positions: seconds more); pread and zlib release the GIL, so the chunks
+    are read in a thread pool, inflated and unshuffled there, and each lands in its slice of the result.
+    Returns None when the layout is anything else (the caller falls back to h5py); the result equals
+    ``ds[...].astype(dtype)``.
     """
     import zlib
     from concurrent.futures import ThreadPoolExecutor
@@ -368,31 +371,32 @@ def read_deflated_parallel(ds, path, threads=None):
     plist = ds.id.get_create_plist()
     filters = [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
     if ds.ndim != 1 or ds.chunks is None or not set(filters) <= {h5py.h5z.FILTER_DEFLATE, h5py.h5z.FILTER_SHUFFLE} \
-            or h5py.h5z.FILTER_DEFLATE not in filters or ds.dtype.hasobject:
+            or ds.dtype.hasobject or (h5py.h5z.FILTER_SHUFFLE in filters and h5py.h5z.FILTER_DEFLATE not in filters):
         return None
+    deflated = h5py.h5z.FILTER_DEFLATE in filters
     shuffled = h5py.h5z.FILTER_SHUFFLE in filters
     n_chunks = ds.id.get_num_chunks()
     rows, size = ds.chunks[0], ds.dtype.itemsize
     infos = [ds.id.get_chunk_info(i) for i in range(n_chunks)]
     if n_chunks * rows < ds.shape[0] or any(info.filter_mask for info in infos):
         return None
-    out = np.empty(ds.shape[0], dtype=ds.dtype)
-    flat = out.view(np.uint8)
+    out = np.empty(ds.shape[0], dtype=dtype or ds.dtype)
     fd = os.open(path, os.O_RDONLY)
 
-    def inflate(info):
+    def read(info):
         first = info.chunk_offset[0]
-        raw = zlib.decompress(os.pread(fd, info.size, info.byte_offset))
+        n = min(rows, ds.shape[0] - first)
+        raw = os.pread(fd, info.size, info.byte_offset)
+        if deflated:
+            raw = zlib.decompress(raw)
         data = np.frombuffer(raw, dtype=np.uint8)
         if shuffled:
-            data = data.reshape(size, rows).T
-        n = min(rows, ds.shape[0] - first)
-        flat[first * size:(first + n) * size] = data.reshape(-1)[: n * size] if not shuffled else \
-            data[:n].reshape(-1)
+            data = np.ascontiguousarray(data.reshape(size, rows).T).reshape(-1)
+        out[first:first + n] = data[: n * size].view(ds.dtype)
 
     try:
         with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
-            list(pool.map(inflate, infos))
+            list(pool.map(read, infos))
     except (zlib.error, OSError, ValueError):
         return None
     finally:
@@ -468,15 +472,16 @@ class ReferenceIndex:
         return f"ReferenceIndex({self.path!r})"
 
     # ---- whole arrays
-    def _read(self, name):
+    def _read(self, name, dtype=None):
         ds = self._h5[name]
+        dtype = np.dtype(dtype or ds.dtype)
         if not ds.shape[0]:
-            return np.empty(0, dtype=ds.dtype)
-        fast = read_deflated_parallel(ds, self.path)
-        return fast if fast is not None else ds[...]
+            return np.empty(0, dtype=dtype)
+        fast = read_chunks_parallel(ds, self.path, dtype=dtype)
+        return fast if fast is not None else ds[...].astype(dtype, copy=False)
 
     def packed(self):
-        return self._read("sequence/packed").astype(np.uint32, copy=False)
+        return self._read("sequence/packed", np.uint32)
 
     def exceptions(self):
         if self._exc is None:
@@ -495,13 +500,18 @@ class ReferenceIndex:
         return bits
 
     def kmers(self):
-        return self._read("qgrams/kmers").astype(np.uint32, copy=False)
+        return self._read("qgrams/kmers", np.uint32)
 
-    def kmer_starts(self):
-        return self._read("qgrams/starts").astype(np.int64, copy=False)
+    def kmer_starts(self, dtype=np.int64):
+        """CSR starts (int64 on disk); ``dtype=np.uint32`` converts while reading, valid below 2^32 positions."""
+        return self._read("qgrams/starts", dtype)
+
+    @property
+    def n_positions(self):
+        return int(self._h5["qgrams/positions"].shape[0])
 
     def positions(self):
-        return self._read("qgrams/positions").astype(np.uint32, copy=False)
+        return self._read("qgrams/positions", np.uint32)
 
     # ---- coordinates and sequence
     def contig_of(self, global_positions):

@@ -106,9 +106,18 @@ class ResidentReference:
     @classmethod
     def from_index(cls, device, reference_index, **kwargs):
         """Upload a :class:`peanut_py.reference.ReferenceIndex`."""
+        from concurrent.futures import ThreadPoolExecutor
+
         ri = reference_index
-        return cls(device, ri.packed(), ri.ambiguity_bitmap(), ri.offsets, ri.lengths, ri.kmers(),
-                   ri.kmer_starts(), ri.positions(), ri.q, ri.step, **kwargs)
+        # The arrays are read side by side (each reader spreads its chunks over the cores and holds the GIL
+        # only between chunks); CSR starts arrive as uint32 when every position fits, as the device keeps them.
+        starts_dtype = np.uint32 if ri.n_positions < 1 << 32 else np.int64
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            parts = [pool.submit(f) for f in (ri.packed, ri.ambiguity_bitmap, ri.kmers,
+                                               lambda: ri.kmer_starts(starts_dtype), ri.positions)]
+            packed, ambiguous, kmers, starts, positions = (f.result() for f in parts)
+        return cls(device, packed, ambiguous, ri.offsets, ri.lengths, kmers, starts, positions, ri.q, ri.step,
+                   **kwargs)
 
     @property
     def starts_ctype(self):

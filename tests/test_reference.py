@@ -437,22 +437,27 @@ def test_chr20(chr20_index, chr20_fasta):
 
 
 @pytest.mark.parametrize("dtype, shuffle", [(np.int64, True), (np.uint32, True), (np.uint32, False)])
-def test_parallel_inflate_equals_h5py(tmp_path, dtype, shuffle):
-    """read_deflated_parallel (the q-gram table's loader) returns exactly h5py's array for gzip chunks with
-    and without byte shuffling and a partial last chunk, and declines layouts it does not handle."""
+def test_parallel_read_equals_h5py(tmp_path, dtype, shuffle):
+    """read_chunks_parallel (the q-gram table's loader) returns exactly h5py's array for gzip chunks with
+    and without byte shuffling and for raw chunks, each with a partial last chunk, converts to another dtype
+    on the way, and declines layouts it does not handle."""
     import h5py
 
-    from peanut_py.reference import read_deflated_parallel
+    from peanut_py.reference import read_chunks_parallel
 
     rng = np.random.default_rng(3)
     data = np.cumsum(rng.integers(0, 1000, size=10_007)).astype(dtype)
     path = tmp_path / "x.h5"
     with h5py.File(path, "w") as f:
         f.create_dataset("z", data=data, chunks=(1024,), compression="gzip", compression_opts=1, shuffle=shuffle)
-        f.create_dataset("plain", data=data, chunks=(1024,))
+        f.create_dataset("plain", data=data, chunks=(1024,), maxshape=(None,))
         f.create_dataset("lzf", data=data, chunks=(1024,), compression="lzf")
+        f.create_dataset("contiguous", data=data)
     with h5py.File(path, "r") as f:
-        got = read_deflated_parallel(f["z"], str(path), threads=3)
-        assert got is not None and got.dtype == data.dtype and np.array_equal(got, data)
-        assert read_deflated_parallel(f["plain"], str(path)) is None
-        assert read_deflated_parallel(f["lzf"], str(path)) is None
+        for name in ("z", "plain"):
+            got = read_chunks_parallel(f[name], str(path), threads=3)
+            assert got is not None and got.dtype == data.dtype and np.array_equal(got, data)
+            narrow = read_chunks_parallel(f[name], str(path), threads=2, dtype=np.uint32)
+            assert narrow.dtype == np.uint32 and np.array_equal(narrow, data.astype(np.uint32))
+        assert read_chunks_parallel(f["lzf"], str(path)) is None
+        assert read_chunks_parallel(f["contiguous"], str(path)) is None
