@@ -1,9 +1,13 @@
 """Reads in: FASTQ or FASTA (plain, gzip, bzip2, xz or zstd; detected by magic bytes) into ``ReadBatch``es.
 
-FASTQ is parsed by dnaio (cutadapt's Cython parser: it validates every record and reports line numbers);
-FASTA by the block parser below, which splits whole blocks at ``\\n>`` with C-level bytes methods.
-Sequence letters are checked, uppercased and turned into base codes per batch with NumPy lookup tables.
-docs/io.md explains the choices (parser, empty files, blank lines at the end, long reads, '.' and '-').
+FASTQ is read in big blocks and parsed by fastq.pyx without the GIL, into columns (no Python object per
+read). fastq.pyx takes only the strict common form; at the first record it is not sure about, that file goes
+on with dnaio (cutadapt's Cython parser: it validates every record and reports line numbers) from that
+record, so odd files (``\\r\\n``, ...) are read and malformed ones fail exactly as they always did. FASTA is
+read by the block parser below, which splits whole blocks at ``\\n>`` with C-level bytes methods.
+The fallback's and FASTA's sequence letters are checked, uppercased and turned into base codes per batch with
+NumPy lookup tables. docs/io.md explains the choices (parser, empty files, blank lines at the end, long
+reads, '.' and '-').
 """
 import bz2
 import importlib
@@ -11,7 +15,7 @@ import lzma
 import os
 import re
 import zlib
-from dataclasses import dataclass
+from collections import deque
 from itertools import islice
 from typing import Iterator, List, Optional
 
@@ -19,7 +23,11 @@ import dnaio
 import numpy as np
 from xopen import xopen
 
+from . import fastq
 from .errors import InputError
+
+# False: every FASTQ record goes through dnaio (the old path, kept as the tests' reference)
+FAST_FASTQ = True
 
 # Base codes of docs/architecture.md: A0 C1 G2 T3, any other letter (N, IUPAC) 4. Bytes that are neither
 # letters nor '.'/'-' (old spellings of N) map to INVALID, so one max() over a batch finds them.
@@ -33,10 +41,16 @@ _CODE[ord(".")] = _CODE[ord("-")] = 4
 
 # Uppercase; '.' and '-' become N so that every SEQ written later is valid SAM.
 _UPPER = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz.-", b"ABCDEFGHIJKLMNOPQRSTUVWXYZNN")
+_UPPER_LUT = np.frombuffer(_UPPER, dtype=np.uint8)
 
 _COMPRESSION_MAGIC = ((b"\x1f\x8b", "gz"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zst"))
 _COMPRESSION_NAME = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}
 _FASTA_BLOCK = 1 << 22
+_FASTQ_BLOCK = 1 << 23
+# dnaio's FastqReader reads 128 KiB at a time (more once a record does not fit). It raises on non-ASCII bytes
+# and decompression failures per read, before yielding the complete records of what it read: the fast path
+# holds back the reads that end that close to a failure, so the fallback fails after the same records.
+_DNAIO_BUFFER = 128 * 1024
 _CHUNK = 1 << 14  # records taken per step when only max_bases limits a batch
 _UNLIMITED = 1 << 62
 _BINARY = "binary data (a non-ASCII byte): not FASTQ or FASTA text"
@@ -48,53 +62,64 @@ _BLANK_TAIL = re.compile(r"^Premature end of file encountered\. The incomplete f
 _RC_CODE = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
 
 
-@dataclass
 class ReadBatch:
-    """A batch of reads. For pairs (``paired``) the reads alternate mate 1, mate 2."""
+    """A batch of reads, as columns. For pairs (``paired``) the reads alternate mate 1, mate 2.
 
-    names: List[str]  # up to the first whitespace; for pairs without a trailing /1 or /2
-    seqs: List[bytes]  # uppercased letters ('.' and '-' read as N)
-    quals: Optional[List[bytes]]  # Phred+33 strings, None for FASTA input
-    codes: np.ndarray  # uint8, the base codes of all reads concatenated
-    offsets: np.ndarray  # int64, n + 1: read i is codes[offsets[i]:offsets[i + 1]]
-    first_record: int  # 1-based record number of the batch's first read in its file (both files for pairs)
-    paired: bool = False
-    joined_seqs: Optional[bytes] = None  # the seqs concatenated (read i at offsets[i]:offsets[i + 1])
-    joined_quals: Optional[bytes] = None  # the quals concatenated, None for FASTA input
+    ``codes``: uint8, the base codes of all reads concatenated; ``offsets``: int64, n + 1: read i is
+    ``codes[offsets[i]:offsets[i + 1]]``, and the same range of ``seq_text`` (uint8 text: uppercased letters,
+    '.' and '-' read as N) and ``qual_text`` (uint8 text, Phred+33; None for FASTA); names (up to the first whitespace; for pairs without a
+    trailing /1 or /2) in ``name_columns()``. ``first_record``: 1-based record number of the batch's first
+    read in its file (both files for pairs). ``names``, ``seqs``, ``quals`` are lists made from the columns
+    on first use (for tests and the reference SAM formatter; the mapper reads the columns).
+    """
+
+    def __init__(self, codes, offsets, first_record, paired, seq_text, qual_text, name_text, name_offsets):
+        self.codes = codes
+        self.offsets = offsets
+        self.first_record = first_record
+        self.paired = paired
+        self.seq_text = seq_text
+        self.qual_text = qual_text
+        self._name_columns = (name_text, name_offsets)
 
     @property
     def n(self) -> int:
-        return len(self.names)
+        return len(self.offsets) - 1
 
     @property
-    def seq_text(self) -> bytes:
-        if self.joined_seqs is None:
-            self.joined_seqs = b"".join(self.seqs)
-        return self.joined_seqs
+    def names(self) -> List[str]:
+        cached = self.__dict__.get("_names")
+        if cached is None:
+            text, offsets = self._name_columns
+            text = text.tobytes().decode("latin-1")
+            bounds = offsets.tolist()
+            cached = self.__dict__["_names"] = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+        return cached
 
     @property
-    def qual_text(self) -> Optional[bytes]:
-        if self.quals is None:
+    def seqs(self) -> List[bytes]:
+        cached = self.__dict__.get("_seqs")
+        if cached is None:
+            cached = self.__dict__["_seqs"] = _cut(self.seq_text.tobytes(), self.offsets)
+        return cached
+
+    @property
+    def quals(self) -> Optional[List[bytes]]:
+        if self.qual_text is None:
             return None
-        if self.joined_quals is None:
-            self.joined_quals = b"".join(self.quals)
-        return self.joined_quals
+        cached = self.__dict__.get("_quals")
+        if cached is None:
+            cached = self.__dict__["_quals"] = _cut(self.qual_text.tobytes(), self.offsets)
+        return cached
 
     def name_columns(self):
-        """The names as one uint8 text and int64 offsets (for the SAM formatter, samtext.pyx); computed once
-        (the postprocessing threads of a batch may race to it, which only costs a duplicate computation)."""
-        cached = self.__dict__.get("_name_columns")
-        if cached is None:
-            encoded = [name.encode() for name in self.names]
-            offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-            np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
-            text = np.frombuffer(b"".join(encoded), dtype=np.uint8) if offsets[-1] else np.zeros(1, np.uint8)
-            cached = self.__dict__["_name_columns"] = (text, offsets)
-        return cached
+        """The names as one uint8 text and int64 offsets (for the SAM formatter, samtext.pyx)."""
+        return self._name_columns
 
     def both_strands(self):
         """codes followed by the reverse complement of the whole batch: read i's reverse complement starts
-        at 2 * len(codes) - offsets[i + 1]. Computed once, as name_columns."""
+        at 2 * len(codes) - offsets[i + 1]. Computed once (the postprocessing threads of a batch may race to
+        it, which only costs a duplicate computation)."""
         cached = self.__dict__.get("_both_strands")
         if cached is None:
             cached = self.__dict__["_both_strands"] = np.concatenate([self.codes, _RC_CODE[self.codes[::-1]]])
@@ -103,6 +128,11 @@ class ReadBatch:
     @property
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
+
+
+def _cut(text, offsets):
+    bounds = offsets.tolist()
+    return [text[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 # --- opening and failures -------------------------------------------------------------------------------
@@ -213,7 +243,12 @@ def _short(text, limit=100):
 
 
 class _Source:
-    """One reads file; ``take(k)`` returns the next k records as lists, failures as InputError."""
+    """One reads file; ``take(k)`` returns the next k records as slices of chunks, failures as InputError.
+
+    FASTQ goes through fastq.pyx block by block while its records are in the strict form; at the first one
+    that is not (or a non-ASCII byte, or a failing read) the file goes on with dnaio from the first record
+    not yet returned: dnaio reads the odd record, or fails as it always has, with the same record numbers.
+    """
 
     def __init__(self, path):
         self.path = os.fspath(path)
@@ -238,6 +273,15 @@ class _Source:
             shown = repr(chr(first[0])) if 32 <= first[0] < 127 else f"byte 0x{first[0]:02x}"
             raise InputError(self.path, f"not FASTQ or FASTA: starts with {shown}, not '@' or '>'", 1)
         self._ended = self.format is None
+        # the fast path's state
+        self._fast = FAST_FASTQ and self.format == "fastq"
+        self._pending = deque()  # [chunk, next read] parsed, not returned yet
+        self._blocks = []  # fastq.Blocks of this file, filled again once their reads are copied
+        self._block, self._lo, self._hi, self._base = None, 0, 0, 0  # text after the last parsed record
+        self._reading = True  # more blocks to read
+        self._complete = False  # read and parsed to the end: nothing is left for dnaio
+        self._limit = 0  # reads ending at or before this offset may be returned; None: all
+        self._longest = 0  # longest record so far, in bytes
 
     @property
     def has_qualities(self):
@@ -246,50 +290,156 @@ class _Source:
     def close(self):
         self._ended = True
         self._records = None
+        self._pending.clear()
+        self._blocks, self._block = [], None
         if self._file is not None:
             self._file.close()
             self._file = None
 
     def take(self, k):
-        """Up to k records as (ids, seqs, quals or None); fewer only at the end of the file."""
-        ids, seqs, quals = [], [], []
+        """Up to k records as (list of (Chunk, i0, i1), count); fewer only at the end of the file."""
+        slices, got = [], 0
         if not self._ended:
             try:
-                if self._records is None:
-                    self._file, _ = _open_binary(self.path)
-                    if self.format == "fastq":
-                        self._records = iter(dnaio.open(self._file, fileformat="fastq"))
-                    else:
-                        self._records = self._fasta_records()
-                ia, sa, qa = ids.append, seqs.append, quals.append
-                if self.format == "fastq":
-                    for rec in islice(self._records, k):
-                        ia(rec.id)
-                        sa(rec.sequence)
-                        qa(rec.qualities)
-                else:
-                    for name, seq in islice(self._records, k):
-                        ia(name)
-                        sa(seq)
-            except dnaio.FileFormatError as e:
-                message = str(e.args[0]) if e.args else str(e)
-                if not _BLANK_TAIL.match(message):
-                    self.close()
-                    raise self._fastq_error(message, e.line, len(ids)) from None
-                self.close()  # only blank lines after the last record (kseq/bwa accept them too)
-            except UnicodeDecodeError:
-                self.close()
-                raise self._non_ascii_error(len(ids)) from None
-            except _DECOMPRESSION_ERRORS:
-                self.close()
-                raise self._decompression_error(len(ids)) from None
+                if self._fast:
+                    got = self._take_parsed(k, slices)
+                if got < k and not self._fast:
+                    got += self._take_records(k - got, slices, got)
             except BaseException:
                 self.close()
                 raise
-            if len(ids) < k:
+            if got < k:
                 self.close()
-        self.taken += len(ids)
-        return ids, seqs, (quals if self.format == "fastq" else None)
+        self.taken += got
+        return slices, got
+
+    # the fast path
+
+    def _take_parsed(self, k, slices):
+        got = 0
+        while True:
+            while self._pending and got < k:
+                entry = self._pending[0]
+                chunk, i = entry
+                end = chunk.n
+                if self._limit is not None:
+                    end = int(np.searchsorted(chunk.rec_end, self._limit - chunk.base, side="right"))
+                m = min(k - got, end - i)
+                if m > 0:
+                    slices.append((chunk, i, i + m))
+                    got += m
+                    i = entry[1] = i + m
+                if i < chunk.n:
+                    break  # k reached, or the rest is held back
+                self._pending.popleft()
+            if got == k:
+                return got
+            if self._reading:
+                self._read_block()
+                continue
+            if not (self._complete and not self._pending):
+                # hand over to dnaio, from the first record not returned
+                self._fast = False
+                self._pending.clear()
+                self._blocks, self._block = [], None
+                if self._file is not None:
+                    self._file.close()
+                    self._file = None
+            return got
+
+    def _read_block(self):
+        """Read the next block (after the unparsed rest of the last) and parse its complete records."""
+        if self._file is None:
+            self._file, _ = _open_binary(self.path)
+        left = self._hi - self._lo
+        size = max(_FASTQ_BLOCK, 2 * left)  # a record longer than a block: double, as dnaio does
+        block = next((b for b in self._blocks if not b.users and b is not self._block and b.size >= size), None)
+        if block is None:
+            block = fastq.Block(size)
+            self._blocks.append(block)
+        block.refill()
+        buf = block.text
+        if left:
+            buf[:left] = self._block.text[self._lo : self._hi]
+        base = self._base + self._lo
+        filled, eof, failed = left, False, False
+        view = memoryview(buf)
+        try:
+            while filled < size:
+                got = self._file.readinto(view[filled:size])
+                if not got:
+                    eof = True
+                    break
+                filled += got
+        except Exception:  # decompression failure and the like: dnaio meets it again in the fallback
+            failed = True
+        finally:
+            view.release()
+        if eof and not failed and filled and buf[filled - 1] != 10:
+            buf[filled] = 10  # dnaio adds the missing last newline too
+            filled += 1
+        pos = 0
+        while True:
+            chunk, pos, status, longest = fastq.parse_block(block, base, pos, filled)
+            self._longest = max(self._longest, longest)
+            if chunk is not None:
+                self._pending.append([chunk, 0])
+            if status != fastq.FULL:
+                break
+        # the parsed records are ASCII (parse_block checks every byte); a non-ASCII byte after them is where
+        # dnaio fails, which the reads held back must not pass
+        junk = fastq.first_non_ascii(buf, pos, filled)
+        if junk >= 0:
+            filled = junk
+        whole = eof and not failed and junk < 0
+        self._block, self._lo, self._hi, self._base = block, pos, filled, base
+        self._reading = not (eof or failed or junk >= 0 or status == fastq.ODD)
+        self._complete = whole and pos == filled
+        # dnaio's read that fails started less than its buffer size before the failure: the reads ending
+        # before that are the ones it returns first (it doubles its buffer for records that do not fit)
+        hold = max(_DNAIO_BUFFER, 2 * self._longest) + 1024
+        self._limit = None if whole else base + filled - hold
+
+    # dnaio (and FASTA)
+
+    def _take_records(self, k, slices, pending):
+        """Up to k records the old way (lists of Python objects), after `pending` records of this take."""
+        ids, seqs, quals = [], [], []
+        try:
+            if self._records is None:
+                self._file, _ = _open_binary(self.path)
+                if self.format == "fastq":
+                    self._records = iter(dnaio.open(self._file, fileformat="fastq"))
+                    skip = self.taken + pending  # returned by the fast path
+                    if skip:
+                        next(islice(self._records, skip - 1, skip), None)
+                else:
+                    self._records = self._fasta_records()
+            ia, sa, qa = ids.append, seqs.append, quals.append
+            if self.format == "fastq":
+                for rec in islice(self._records, k):
+                    ia(rec.id)
+                    sa(rec.sequence)
+                    qa(rec.qualities)
+            else:
+                for name, seq in islice(self._records, k):
+                    ia(name)
+                    sa(seq)
+        except dnaio.FileFormatError as e:
+            message = str(e.args[0]) if e.args else str(e)
+            if not _BLANK_TAIL.match(message):
+                self.close()
+                raise self._fastq_error(message, e.line, pending + len(ids)) from None
+            self.close()  # only blank lines after the last record (kseq/bwa accept them too)
+        except UnicodeDecodeError:
+            self.close()
+            raise self._non_ascii_error(pending + len(ids)) from None
+        except _DECOMPRESSION_ERRORS:
+            self.close()
+            raise self._decompression_error(pending + len(ids)) from None
+        if ids:
+            slices.append((_raw_chunk(ids, seqs, quals if self.format == "fastq" else None), 0, len(ids)))
+        return len(ids)
 
     # failures
 
@@ -357,41 +507,93 @@ def _fasta_record(rec):
 # --- batches ------------------------------------------------------------------------------------------------
 
 
+def _raw_chunk(names, seqs, quals):
+    """A Chunk of the fallback's (or FASTA's) lists; its sequences are checked and uppercased by _make_batch."""
+    n = len(names)
+    name_text = "".join(names).encode("ascii")  # dnaio and the FASTA parser give ASCII only
+    seq_text = "".join(seqs).encode("ascii") if n and isinstance(seqs[0], str) else b"".join(seqs)
+    qual_text = b"" if quals is None else "".join(quals).encode("ascii")
+    name_cum = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, names), dtype=np.int64, count=n), out=name_cum[1:])
+    seq_cum = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, seqs), dtype=np.int64, count=n), out=seq_cum[1:])
+    buf = np.frombuffer(name_text + seq_text + qual_text, dtype=np.uint8)
+    seq_start = len(name_text)
+    qual_end = seq_start + len(seq_text) + 1 + seq_cum[1:]  # the qualities of read i end 1 before
+    return fastq.Chunk(buf, 0, name_cum[:-1], name_cum, seq_start + seq_cum[:-1], seq_cum, qual_end, raw=True)
+
+
+class _Part:
+    """Reads taken but not yet copied: per stream a list of (Chunk, i0, i1). Two streams are the two files
+    of pairs (read i of each is a pair); one stream holds `per` adjacent reads per unit."""
+
+    __slots__ = ("streams", "per", "units")
+
+    def __init__(self, streams, per, units):
+        self.streams, self.per, self.units = streams, per, units
+
+    def lengths(self):
+        """Bases per unit (int64)."""
+        return fastq.unit_lengths(self.streams, self.per, self.units)
+
+    def extend(self, other):
+        for mine, theirs in zip(self.streams, other.streams):
+            mine += theirs
+        self.units += other.units
+        return self
+
+    def split(self, units):
+        heads, tails = [], []
+        for slices in self.streams:
+            head, tail, m = [], [], units * self.per
+            for c, i0, i1 in slices:
+                t = min(max(m, 0), i1 - i0)
+                if t:
+                    head.append((c, i0, i0 + t))
+                if i0 + t < i1:
+                    tail.append((c, i0 + t, i1))
+                m -= t
+            heads.append(head)
+            tails.append(tail)
+        return _Part(heads, self.per, units), _Part(tails, self.per, self.units - units)
+
+    def raw(self):
+        return any(c.raw for slices in self.streams for c, _, _ in slices)
+
+
 def _strip_mate_suffixes(names):
     return [n[:-2] if n.endswith(("/1", "/2")) else n for n in names]
 
 
-def _make_batch(names, seqs, quals, first_record, paired, locate):
-    """Lists of one batch -> ReadBatch; `locate(i)` gives (path, record) of read i for error messages."""
-    n = len(names)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, seqs), dtype=np.int64, count=n), out=offsets[1:])
-    text = n and isinstance(seqs[0], str)
-    joined = "".join(seqs).encode("ascii") if text else b"".join(seqs)
-    codes = _CODE[np.frombuffer(joined, dtype=np.uint8)]
-    if codes.size and codes.max() == INVALID:
-        pos = int(np.argmax(codes == INVALID))
-        i = int(np.searchsorted(offsets, pos, side="right")) - 1
-        path, record = locate(i)
-        raise InputError(path, f"invalid character {chr(joined[pos])!r} in the sequence of read '{names[i]}'", record)
-    upper = joined.translate(_UPPER)
-    if upper != joined:  # lowercase, '.' or '-' somewhere: cut the translated text
-        joined = upper
-        bounds = offsets.tolist()
-        seqs = [joined[a:b] for a, b in zip(bounds, bounds[1:])]
-    elif text:
-        seqs = list(map(str.encode, seqs))
-    jq = None
-    if quals is not None:
-        jq = "".join(quals).encode("ascii")
-        q = np.frombuffer(jq, dtype=np.uint8)
-        if q.size and (q.min() < 33 or q.max() > 126):
-            pos = int(np.argmax((q < 33) | (q > 126)))
+def _name_at(slices, i):
+    """Read i of a stream's slices: its name without /1 or /2 (for messages)."""
+    for c, i0, i1 in slices:
+        if i < i1 - i0:
+            return _strip_mate_suffixes([c.name(i0 + i)])[0]
+        i -= i1 - i0
+    raise IndexError(i)
+
+
+def _make_batch(part, first_record, paired, with_quals, locate):
+    """The reads of a _Part -> ReadBatch; `locate(i)` gives (path, record) of read i for error messages."""
+    raw = part.raw()
+    name_text, name_off, joined, offsets, jq, codes = fastq.gather(part.streams, paired, with_quals, not raw)
+    if raw:  # the fallback's or FASTA's reads: check, code and uppercase them here
+        codes = _CODE[joined]
+        if codes.size and codes.max() == INVALID:
+            pos = int(np.argmax(codes == INVALID))
             i = int(np.searchsorted(offsets, pos, side="right")) - 1
             path, record = locate(i)
-            raise InputError(path, f"invalid quality character {chr(jq[pos])!r} in read '{names[i]}'", record)
-        quals = list(map(str.encode, quals))
-    return ReadBatch(names, seqs, quals, codes, offsets, first_record, paired, joined, jq)
+            name = name_text[name_off[i] : name_off[i + 1]].tobytes().decode("latin-1")
+            raise InputError(path, f"invalid character {chr(joined[pos])!r} in the sequence of read '{name}'", record)
+        joined = _UPPER_LUT[joined]
+        if jq is not None and jq.size and (jq.min() < 33 or jq.max() > 126):
+            pos = int(np.argmax((jq < 33) | (jq > 126)))
+            i = int(np.searchsorted(offsets, pos, side="right")) - 1
+            path, record = locate(i)
+            name = name_text[name_off[i] : name_off[i + 1]].tobytes().decode("latin-1")
+            raise InputError(path, f"invalid quality character {chr(jq[pos])!r} in read '{name}'", record)
+    return ReadBatch(codes, offsets, first_record, paired, joined, jq, name_text, name_off)
 
 
 def _limits(max_reads, max_bases, unit):
@@ -404,43 +606,39 @@ def _limits(max_reads, max_bases, unit):
 
 
 def _batched(take, unit, max_reads, max_bases):
-    """Cut what `take(k units)` returns into batches; yields (first unit number, names, seqs, quals).
+    """Cut the _Parts that `take(k units)` returns into batches; yields (first unit number, _Part).
 
     A unit is a read or a pair (`unit` reads, adjacent). A batch holds at most `max_reads` reads and
     `max_bases` bases, except that a unit longer than `max_bases` forms a batch alone.
     """
     max_units, max_bases = _limits(max_reads, max_bases, unit)
     step = _CHUNK if max_units == _UNLIMITED or max_bases != _UNLIMITED else _UNLIMITED
-    names, seqs, quals = [], [], []
+    held = None  # the _Part buffered
     parts = []  # unit lengths (np.int64 arrays) of what is buffered
     buffered = bases = 0  # units and bases buffered
     first, ended = 1, False
     while True:
         while not ended and buffered < max_units and bases <= max_bases:
             want = min(max_units - buffered, step)
-            n, s, q = take(want)
-            ended = len(n) < want * unit
-            lengths = np.fromiter(map(len, s), dtype=np.int64, count=len(s)).reshape(-1, unit).sum(axis=1)
+            part = take(want)
+            ended = part.units < want
+            lengths = part.lengths()
             parts.append(lengths)
-            buffered += len(lengths)
+            buffered += part.units
             bases += int(lengths.sum())
-            names += n
-            seqs += s
-            if q is None:
-                quals = None  # FASTA
-            else:
-                quals += q
+            held = part if held is None else held.extend(part)
         if not buffered:
             return
-        lengths = np.concatenate(parts)
-        cut = min(buffered, max_units, max(1, int(np.searchsorted(np.cumsum(lengths), max_bases, side="right"))))
-        r = cut * unit
+        lengths = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        cut = min(buffered, max_units)
+        if bases > max_bases:
+            cut = min(cut, max(1, int(np.searchsorted(np.cumsum(lengths), max_bases, side="right"))))
         if cut == buffered:
-            yield first, names, seqs, quals
-            names, seqs, quals = [], [], ([] if quals is not None else None)
+            yield first, held
+            held = None
         else:
-            yield first, names[:r], seqs[:r], None if quals is None else quals[:r]
-            names, seqs, quals = names[r:], seqs[r:], None if quals is None else quals[r:]
+            head, held = held.split(cut)
+            yield first, head
         parts = [lengths[cut:]]
         buffered -= cut
         bases = int(parts[0].sum())
@@ -454,18 +652,16 @@ def read_batches(path, max_reads=None, max_bases=None) -> Iterator[ReadBatch]:
     """
     _limits(max_reads, max_bases, 1)
     src = _Source(path)
+
+    def take(k):
+        slices, n = src.take(k)
+        return _Part([slices], 1, n)
+
     try:
-        for first, names, seqs, quals in _batched(src.take, 1, max_reads, max_bases):
-            yield _make_batch(names, seqs, quals, first, False, lambda i: (src.path, first + i))
+        for first, part in _batched(take, 1, max_reads, max_bases):
+            yield _make_batch(part, first, False, src.has_qualities, lambda i: (src.path, first + i))
     finally:
         src.close()
-
-
-def _interleave(a, b):
-    out = [None] * (len(a) + len(b))
-    out[0::2] = a
-    out[1::2] = b
-    return out
 
 
 def read_pair_batches(path1, path2, max_reads=None, max_bases=None) -> Iterator[ReadBatch]:
@@ -480,24 +676,24 @@ def read_pair_batches(path1, path2, max_reads=None, max_bases=None) -> Iterator[
         raise InputError(src2.path, f"is {src2.format.upper()} but {src1.path} is {src1.format.upper()}", 1)
 
     def take(k):
-        n1, s1, q1 = src1.take(k)
-        n2, s2, q2 = src2.take(len(n1) if len(n1) < k else k)
-        if len(n2) < len(n1):
+        s1, n1 = src1.take(k)
+        s2, n2 = src2.take(n1 if n1 < k else k)
+        if n2 < n1:
             raise _unequal(src2.path, src1.path, src2.taken)
-        if len(n1) < k and src2.take(1)[0]:
+        if n1 < k and src2.take(1)[1]:
             raise _unequal(src1.path, src2.path, src1.taken)
-        n1, n2 = _strip_mate_suffixes(n1), _strip_mate_suffixes(n2)
-        if n1 != n2:
-            i = next(i for i, (a, b) in enumerate(zip(n1, n2)) if a != b)
-            record = src1.taken - len(n1) + i + 1
-            raise InputError(src1.path, f"mate names differ: '{n1[i]}' here but '{n2[i]}' in {src2.path}", record)
-        quals = None if q1 is None or q2 is None else _interleave(q1, q2)
-        return _interleave(n1, n2), _interleave(s1, s2), quals
+        i = fastq.first_mate_mismatch(s1, s2)
+        if i >= 0:
+            a, b = _name_at(s1, i), _name_at(s2, i)
+            record = src1.taken - n1 + i + 1
+            raise InputError(src1.path, f"mate names differ: '{a}' here but '{b}' in {src2.path}", record)
+        return _Part([s1, s2], 1, n1)
 
     paths = (src1.path, src2.path)
+    with_quals = src1.has_qualities and src2.has_qualities
     try:
-        for first, names, seqs, quals in _batched(take, 2, max_reads, max_bases):
-            yield _make_batch(names, seqs, quals, first, True, lambda i: (paths[i % 2], first + i // 2))
+        for first, part in _batched(take, 2, max_reads, max_bases):
+            yield _make_batch(part, first, True, with_quals, lambda i: (paths[i % 2], first + i // 2))
     finally:
         src1.close()
         src2.close()
@@ -518,20 +714,20 @@ def read_interleaved_batches(path, max_reads=None, max_bases=None) -> Iterator[R
     src = _Source(path)
 
     def take(k):
-        names, seqs, quals = src.take(2 * k)
-        if len(names) % 2:
+        slices, n = src.take(2 * k)
+        if n % 2:
             raise InputError(src.path, "the last record has no mate (interleaved pairs need an even count)", src.taken)
-        names = _strip_mate_suffixes(names)
-        if names[0::2] != names[1::2]:
-            i = next(i for i in range(0, len(names), 2) if names[i] != names[i + 1])
-            record = src.taken - len(names) + i + 2
-            message = f"mate names differ: '{names[i]}' in record {record - 1} but '{names[i + 1]}' here"
+        i = fastq.first_mate_mismatch(slices, None)
+        if i >= 0:
+            a, b = _name_at(slices, 2 * i), _name_at(slices, 2 * i + 1)
+            record = src.taken - n + 2 * i + 2
+            message = f"mate names differ: '{a}' in record {record - 1} but '{b}' here"
             raise InputError(src.path, message, record)
-        return names, seqs, quals
+        return _Part([slices], 2, n // 2)
 
     try:
-        for first, names, seqs, quals in _batched(take, 2, max_reads, max_bases):
+        for first, part in _batched(take, 2, max_reads, max_bases):
             record = 2 * first - 1
-            yield _make_batch(names, seqs, quals, record, True, lambda i: (src.path, record + i))
+            yield _make_batch(part, record, True, src.has_qualities, lambda i: (src.path, record + i))
     finally:
         src.close()

@@ -10,6 +10,8 @@ import numpy as np
 import pysam
 import pytest
 
+import peanut_py.reads as reads_module
+from peanut_py import fastq
 from peanut_py.errors import InputError
 from peanut_py.reads import ReadBatch, read_batches, read_interleaved_batches, read_pair_batches
 
@@ -460,3 +462,292 @@ def test_pairs_fastq_with_fasta_rejected(tmp_path):
     p2 = write(tmp_path, "b.fa", ">r1\nAC\n")
     with pytest.raises(InputError, match="is FASTA but"):
         list(read_pair_batches(p1, p2))
+
+
+# --- the GIL-free FASTQ parser (fastq.pyx) against the dnaio path ---------------------------------------------
+
+def varied_records(rng, n, max_len=300):
+    """Records with everything the strict form allows: empty reads, lowercase, '.', '-', IUPAC letters,
+    descriptions after a space or a tab, '+' lines repeating the header."""
+    recs = []
+    for i in range(n):
+        length = 0 if rng.random() < 0.05 else rng.randint(0, max_len)
+        seq = "".join(rng.choice("ACGTACGTACGTNacgtn.-RYKMSWBDHVryk") for _ in range(length))
+        qual = "".join(chr(rng.randint(33, 126)) for _ in range(length))
+        comment = rng.choice(["", "", " 1:N:0:ACGT", "\tx y", "  two spaces", " /1"])
+        recs.append((f"read{i}" + rng.choice(["", "", "/1", "/2", ".1"]), comment, seq, qual, rng.random() < 0.3))
+    return recs
+
+
+def varied_text(recs, suffix=""):
+    out = []
+    for name, comment, seq, qual, repeat in recs:
+        header = f"{name}{suffix}{comment}"
+        out.append(f"@{header}\n{seq}\n+{header if repeat else ''}\n{qual}\n")
+    return "".join(out)
+
+
+def batch_key(b):
+    """Everything a ReadBatch holds, as comparable Python values."""
+    text, off = b.name_columns()
+    assert b.codes.dtype == np.uint8 and b.offsets.dtype == np.int64 and off.dtype == np.int64
+    return (
+        b.n, b.first_record, b.paired, b.names, b.seqs, b.quals, b.codes.tobytes(), b.offsets.tolist(),
+        bytes(b.seq_text), None if b.qual_text is None else bytes(b.qual_text), bytes(text[: off[-1]]),
+        off.tolist(), b.lengths.tolist(),
+    )
+
+
+def outcome(monkeypatch, fast, reader, args, **limits):
+    """(batches, error as (message, record) or None, how often dnaio was opened) of one path."""
+    monkeypatch.setattr(reads_module, "FAST_FASTQ", fast)
+    opened = []
+    real_open = reads_module.dnaio.open
+    monkeypatch.setattr(reads_module.dnaio, "open", lambda *a, **k: opened.append(1) or real_open(*a, **k))
+    batches, error = [], None
+    try:
+        for b in reader(*args, **limits):
+            batches.append(batch_key(b))
+    except InputError as e:
+        error = (str(e), e.record)
+    monkeypatch.setattr(reads_module.dnaio, "open", real_open)
+    return batches, error, len(opened)
+
+
+def same_both_ways(monkeypatch, reader, args, fallback, **limits):
+    """The fast path gives what the dnaio path gives (batches, and the error after the same batches);
+    `fallback`: whether the fast path must hand over to dnaio (None: not checked)."""
+    fast = outcome(monkeypatch, True, reader, args, **limits)
+    old = outcome(monkeypatch, False, reader, args, **limits)
+    assert fast[1] == old[1]
+    assert len(fast[0]) == len(old[0])
+    for a, b in zip(fast[0], old[0]):
+        assert a == b
+    if fallback is not None:
+        assert old[2] >= 1 and (fast[2] > 0) == fallback
+    return fast
+
+
+def record_ends(text):
+    """Offsets just after each record of a strict 4-line text."""
+    ends, pos = [], 0
+    while pos < len(text):
+        for _ in range(4):
+            pos = text.index(b"\n", pos) + 1
+        ends.append(pos)
+    return ends
+
+
+def parse_text(text):
+    block = fastq.Block(len(text))
+    block.text[: len(text)] = np.frombuffer(text, np.uint8)
+    return fastq.parse_block(block, 0, 0, len(text))
+
+
+def test_fast_parser_every_prefix_is_incomplete_never_odd():
+    # Block boundaries fall anywhere: every prefix of valid text parses its complete records and asks for more.
+    rng = random.Random(20)
+    text = varied_text(varied_records(rng, 12, max_len=12)).encode()
+    ends = record_ends(text)
+    for k in range(len(text) + 1):
+        chunk, pos, status, longest = parse_text(text[:k])
+        done = [e for e in ends if e <= k]
+        assert status == fastq.INCOMPLETE, k
+        assert pos == (done[-1] if done else 0)
+        assert (chunk.n if chunk else 0) == len(done)
+        if done:
+            assert longest == max(b - a for a, b in zip([0] + done, done))
+
+
+def test_fast_parser_columns():
+    text = b"@r1 c d\nacg.-N\n+r1 c d\nIIIIII\n@r2\t/1\n\n+\n\n@r3/1\nRYK\n+\n#$%\n"
+    chunk, pos, status, _ = parse_text(text)
+    assert (chunk.n, pos, status) == (3, len(text), fastq.INCOMPLETE)
+    name_text, name_off, seq, off, qual, codes = fastq.gather([[(chunk, 0, 3)]], False, True, True)
+    assert bytes(name_text) == b"r1r2r3/1" and name_off.tolist() == [0, 2, 4, 8]
+    assert bytes(seq) == b"ACGNNNRYK" and off.tolist() == [0, 6, 6, 9] and bytes(qual) == b"IIIIII#$%"
+    assert codes.tolist() == ref_codes("acg.-NRYK")
+    # pairs: names lose /1 and /2 (only at the end), mates alternate
+    name_text, name_off, seq, off, _, _ = fastq.gather([[(chunk, 0, 1), (chunk, 2, 3)], [(chunk, 1, 3)]], True, True, True)
+    assert bytes(name_text) == b"r1r2r3r3" and off.tolist() == [0, 6, 6, 9, 12]
+    assert fastq.first_mate_mismatch([(chunk, 2, 3)], [(chunk, 2, 3)]) == -1
+    assert fastq.first_mate_mismatch([(chunk, 0, 2)], [(chunk, 1, 3)]) == 0
+    assert fastq.first_mate_mismatch([(chunk, 0, 2)], None) == 0
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"@r\r\nAC\r\n+\r\nII\r\n",  # CRLF
+        b"\n",  # blank line
+        b"r\nAC\n+\nII\n",  # no '@'
+        b"@r\nAC\n-\nII\n",  # no '+'
+        b"@r x\nAC\n+r\nII\n",  # '+' line differs from the header
+        b"@r\nAC\n+\nI\n",  # quality shorter
+        b"@r\nAC\n+\nIII\n",  # quality longer
+        b"@r\nA1\n+\nII\n",  # not a letter
+        b"@r\nA C\n+\nIII\n",  # space in the sequence
+        b"@r\nAC\n+\nI I\n",  # space in the quality
+        b"@r\nAC\n+\nI\x7f\n",  # DEL in the quality
+        b"@r\x01\nAC\n+\nII\n",  # control character in the header
+        b"@r\xc3\xa9\nAC\n+\nII\n",  # non-ASCII
+        b"@r\nA\xffC\n+\nIII\n",
+    ],
+)
+def test_fast_parser_stops_at_odd_record(odd):
+    good = b"@g d\nACGT\n+\nIIII\n"
+    chunk, pos, status, _ = parse_text(good + odd + good)
+    assert (chunk.n, pos, status) == (1, len(good), fastq.ODD)
+
+
+@pytest.mark.parametrize("block", [1, 17, 300, 1 << 23])
+@pytest.mark.parametrize("max_reads,max_bases", [(None, None), (1, None), (7, None), (None, 500), (13, 2000)])
+def test_fast_path_equals_dnaio_path(tmp_path, monkeypatch, block, max_reads, max_bases):
+    # Tiny blocks put a block boundary inside every part of records, and make records longer than a block.
+    monkeypatch.setattr(reads_module, "_FASTQ_BLOCK", block)
+    rng = random.Random(21)
+    path = write(tmp_path, "v.fq", varied_text(varied_records(rng, 150)))
+    batches, _, _ = same_both_ways(monkeypatch, read_batches, (path,), False, max_reads=max_reads, max_bases=max_bases)
+    assert sum(b[0] for b in batches) == 150
+
+
+@pytest.mark.parametrize("compress", ["gz", "bz2"])
+def test_fast_path_compressed(tmp_path, monkeypatch, compress):
+    monkeypatch.setattr(reads_module, "_FASTQ_BLOCK", 4096)
+    rng = random.Random(22)
+    path = write(tmp_path, "v.fq", varied_text(varied_records(rng, 400)), compress=compress)
+    for max_reads in (None, 64):
+        same_both_ways(monkeypatch, read_batches, (path,), False, max_reads=max_reads)
+
+
+@pytest.fixture(scope="module")
+def many_records():
+    """3000 records (~500 kB: several of dnaio's 128 kB buffers) and their text."""
+    rng = random.Random(23)
+    recs = varied_records(rng, 3000, max_len=150)
+    return recs, varied_text(recs).encode()
+
+
+def test_fast_path_hands_out_reads_while_reading(tmp_path, monkeypatch, many_records):
+    # Blocks much smaller than the file: reads come out block by block (holding back the last 128 kB).
+    monkeypatch.setattr(reads_module, "_FASTQ_BLOCK", 50_000)
+    _, text = many_records
+    path = write(tmp_path, "m.fq", text)
+    src = reads_module._Source(path)
+    first, n = src.take(100)
+    assert n == 100 and src._reading  # returned before the whole file was read
+    src.close()
+    for max_reads in (100, 1000):
+        same_both_ways(monkeypatch, read_batches, (path,), False, max_reads=max_reads)
+
+
+def crlf_at(text, i):
+    ends = record_ends(text)
+    a, b = ends[i - 1], ends[i]
+    return text[:a] + text[a:b].replace(b"\n", b"\r\n") + text[b:]
+
+
+def set_record(text, i, *lines):
+    """`text` with record i's four lines replaced by `lines` (None keeps a line)."""
+    ends = record_ends(text)
+    a, b = ends[i - 1], ends[i]
+    old = text[a:b].split(b"\n")
+    new = [o if n is None else n for o, n in zip(old, lines)] + old[4:]
+    return text[:a] + b"\n".join(new) + text[b:]
+
+
+FALLBACK_CASES = {
+    "crlf_record": lambda t: crlf_at(t, 2500),
+    "crlf_file": lambda t: t.replace(b"\n", b"\r\n"),
+    "truncated_last": lambda t: t[: record_ends(t)[-2] + 7],
+    "truncated_in_quality": lambda t: set_record(t, 2999, None, b"ACGT", b"+", b"IIII")[:-3],
+    "qual_length": lambda t: set_record(t, 2500, None, b"ACGT", None, b"IIIII"),
+    "binary_junk": lambda t: set_record(t, 2500, None, b"AC\xff\xfe\x00T", None, b"IIIIII"),
+    "bad_base": lambda t: set_record(t, 2500, None, b"AC1T", None, b"IIII"),
+    "bad_qual": lambda t: set_record(t, 2500, None, b"ACGT", None, b"II I"),
+    "plus_differs": lambda t: set_record(t, 2500, None, None, b"+other"),
+    "no_at": lambda t: set_record(t, 2500, b"x"),
+    "blank_lines_at_end": lambda t: t + b"\n\n",
+    "spaces_at_end": lambda t: t + b"  \n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(FALLBACK_CASES))
+def test_fallback_gives_the_same_batches_and_errors(tmp_path, monkeypatch, many_records, case):
+    _, text = many_records
+    path = write(tmp_path, f"{case}.fq", FALLBACK_CASES[case](text))
+    for max_reads in (None, 7, 1000):
+        same_both_ways(monkeypatch, read_batches, (path,), True, max_reads=max_reads)
+
+
+def test_no_final_newline_needs_no_fallback(tmp_path, monkeypatch, many_records):
+    _, text = many_records
+    path = write(tmp_path, "n.fq", text[:-1])
+    same_both_ways(monkeypatch, read_batches, (path,), False, max_reads=1000)
+
+
+@pytest.mark.parametrize("keep", [0, 2000])
+def test_fallback_truncated_gzip(tmp_path, monkeypatch, keep):
+    rng = random.Random(9)
+    recs = random_records(rng, 4000, alphabet="ACGT")
+    path = tmp_path / "t.fq.gz"
+    path.write_bytes(truncated_gzip(recs, keep))
+    for max_reads in (None, 100):
+        # keep = 0: the damage shows when the format is sniffed, before any parser
+        _, error, _ = same_both_ways(monkeypatch, read_batches, (str(path),), True if keep else None, max_reads=max_reads)
+        assert error[1] == keep + 1
+
+
+@pytest.mark.parametrize("max_reads,max_bases", [(None, None), (2, None), (9, None), (None, 300), (10, 1000)])
+def test_fast_pairs_and_interleaved(tmp_path, monkeypatch, max_reads, max_bases):
+    monkeypatch.setattr(reads_module, "_FASTQ_BLOCK", 1000)
+    rng = random.Random(24)
+    r1 = [(n.split("/")[0].split(".")[0], c, s, q, rep) for n, c, s, q, rep in varied_records(rng, 120)]
+    r2 = [(n, " 2:N:0", s[::-1], q[::-1], not rep) for n, _, s, q, rep in r1]
+    p1 = write(tmp_path, "a_1.fq", varied_text(r1, "/1"))
+    p2 = write(tmp_path, "a_2.fq.gz", varied_text(r2, "/2"), compress="gz")
+    pi = write(tmp_path, "ai.fq", "".join(varied_text([a], "/1") + varied_text([b], "/2") for a, b in zip(r1, r2)))
+    limits = dict(max_reads=max_reads, max_bases=max_bases)
+    pairs, _, _ = same_both_ways(monkeypatch, read_pair_batches, (p1, p2), False, **limits)
+    inter, _, _ = same_both_ways(monkeypatch, read_interleaved_batches, (pi,), False, **limits)
+    assert [b[3] for b in pairs] == [b[3] for b in inter]  # the same names, /1 and /2 removed
+    assert sum(b[0] for b in pairs) == 240
+
+
+def test_fast_pair_errors(tmp_path, monkeypatch):
+    pairs = "".join(f"@p{i}/1\nACG\n+\nIII\n" for i in range(300))
+    mates = "".join(f"@{'q' if i == 200 else 'p'}{i}/2 x\nACG\n+\nIII\n" for i in range(300))
+    p1, p2 = write(tmp_path, "x_1.fq", pairs), write(tmp_path, "x_2.fq", mates)
+    short = write(tmp_path, "s_2.fq", "".join(f"@p{i}/2\nACG\n+\nIII\n" for i in range(250)))
+    inter = write(tmp_path, "i.fq", "".join(f"@p{i}/1\nA\n+\nI\n@{'q' if i == 70 else 'p'}{i}/2\nC\n+\nI\n" for i in range(99)))
+    odd = write(tmp_path, "o.fq", "".join(f"@p{i // 2}\nA\n+\nI\n" for i in range(51)))
+    for max_reads in (None, 16):
+        _, error, _ = same_both_ways(monkeypatch, read_pair_batches, (p1, p2), False, max_reads=max_reads)
+        assert error == (f"{p1}, record 201: mate names differ: 'p200' here but 'q200' in {p2}", 201)
+        _, error, _ = same_both_ways(monkeypatch, read_pair_batches, (p1, short), False, max_reads=max_reads)
+        assert error[1] == 251 and "ends after 250 records" in error[0]
+        _, error, _ = same_both_ways(monkeypatch, read_pair_batches, (short, p1), False, max_reads=max_reads)
+        assert error[1] == 251
+        _, error, _ = same_both_ways(monkeypatch, read_interleaved_batches, (inter,), False, max_reads=max_reads)
+        assert error == (f"{inter}, record 142: mate names differ: 'p70' in record 141 but 'q70' here", 142)
+        _, error, _ = same_both_ways(monkeypatch, read_interleaved_batches, (odd,), False, max_reads=max_reads)
+        assert error[1] == 51 and "has no mate" in error[0]
+
+
+REAL_PAIRS = [
+    ("human", "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz", "NA12878_S1.chr20_10.0-10.1Mb_R2.fastq.gz"),
+    ("lambda_simulated", "reads_1.fq.gz", "reads_2.fq.gz"),
+    ("sarscov2", "ERR5069949_100pairs_R1.fastq.gz", "ERR5069949_100pairs_R2.fastq.gz"),
+    ("phix", "phix.1.fastq", "phix.2.fastq"),
+]
+
+
+@needs_data
+@pytest.mark.parametrize("where,name1,name2", REAL_PAIRS)
+def test_fast_path_real_reads(monkeypatch, where, name1, name2):
+    p1, p2 = os.path.join(DATA, where, name1), os.path.join(DATA, where, name2)
+    if not (os.path.exists(p1) and os.path.exists(p2)):
+        pytest.skip(f"{where} reads are absent from {DATA}")
+    batches, _, _ = same_both_ways(monkeypatch, read_pair_batches, (p1, p2), False, max_reads=10000)
+    assert sum(b[0] for b in batches) > 0
+    same_both_ways(monkeypatch, read_batches, (p1,), False, max_reads=30000)
