@@ -303,3 +303,29 @@ def test_memory_cap_adapts_and_keeps_the_output(example_index, tmp_path):
     assert not (tmp_path / "x.sam").exists()
     rc, _, err = run_cli("map", str(example_index), str(reads), "--memory-cap", "lots")
     assert rc == 2 and "invalid size 'lots'" in err
+
+
+def test_hugepage_env_for_the_restart(tmp_path, monkeypatch):
+    """`peanut map` restarts itself with glibc's huge-page tunable only where that changes something."""
+    import platform
+
+    from peanut_py.cli import hugepage_env
+
+    thp = tmp_path / "enabled"
+    thp.write_text("always [madvise] never\n")
+    monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.36"))
+    env = hugepage_env({"PATH": "/bin"}, str(thp))
+    assert env == {"PATH": "/bin", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1", "PEANUT_NO_REEXEC": "1"}
+    env = hugepage_env({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}, str(thp))
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+    assert hugepage_env({"PEANUT_NO_REEXEC": "1"}, str(thp)) is None  # the restarted process itself
+    assert hugepage_env({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, str(thp)) is None  # the user decided
+    assert hugepage_env({}, str(tmp_path / "missing")) is None
+    for mode in ("[always] madvise never", "always madvise [never]"):
+        thp.write_text(mode)
+        assert hugepage_env({}, str(thp)) is None
+    thp.write_text("always [madvise] never\n")
+    monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.31"))  # no such tunable yet
+    assert hugepage_env({}, str(thp)) is None
+    monkeypatch.setattr(platform, "libc_ver", lambda: ("", ""))  # musl
+    assert hugepage_env({}, str(thp)) is None
