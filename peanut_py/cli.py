@@ -188,7 +188,7 @@ def build_parser():
                    help="insert size of the pairs instead of estimating it: STD defaults to 10%% of MEAN, "
                         "MAX/MIN to MEAN +- 4 STD")
     p.add_argument("-o", "--output", metavar="OUT", help="output file: .sam or .bam (default: SAM on stdout)")
-    p.add_argument("-t", "--threads", type=int, default=1, help="postprocessing threads (default %(default)s)")
+    p.add_argument("-t", "--threads", type=int, default=1, help="threads, as bwa counts them: above 2, two go to reading and the device (default %(default)s)")
     p.add_argument("--device", metavar="D", help="OpenCL device index or name substring (see `peanut devices`)")
     p.add_argument("-R", "--read-group", metavar="STR", help="read group header line such as '@RG\\tID:x\\tSM:y'")
     p.add_argument("--mode", type=_mode, default="best",

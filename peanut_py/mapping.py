@@ -9,7 +9,7 @@ from . import sam
 from .core import MappingCore
 from .device import Device
 from .errors import PeanutError
-from .pipeline import StageTimes, run_pipeline
+from .pipeline import StageTimes, postprocess_threads, run_pipeline
 from .qgroup import reads_per_buffer
 from .reference import ReferenceIndex, reference_checksum
 from .report import Postprocessor
@@ -53,6 +53,7 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
     Paired-end: ``mates`` (the second file) or ``interleaved=True``; ``insert_size`` (pairing.InsertSize,
     from ``-I``) replaces the estimate. See :func:`map_pairs`."""
     t_start = time.perf_counter()
+    threads = postprocess_threads(threads)
     index = open_index(index_path)
     if reference is not None:
         check_reference(index, reference, index_path)

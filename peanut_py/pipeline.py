@@ -89,6 +89,15 @@ class Progress:
             self.log(f"{self.reads:,} reads done, {self.reads / (now - self.start):,.0f} reads/s")
 
 
+def postprocess_threads(threads):
+    """Workers of the postprocessing pool for ``-t threads``. As bwa's -t counts all its threads, the pool
+    leaves two of them to the reader and device threads once there are more than two: on the 16-core GPU
+    host 16 workers plus those threads oversubscribed the cores (5 M reads: -t 16 as 16 workers 714-771 k
+    reads/s, 14 workers 904 k; docs/gpu.md)."""
+    threads = max(1, int(threads))
+    return threads if threads <= 2 else max(2, threads - 2)
+
+
 def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=2, log=None, times=None):
     """Run the mapping pipeline.
 

@@ -89,8 +89,9 @@ def _gather(source, starts, lengths):
 class Postprocessor:
     """Turns one chunk of a batch's validated hits into SAM text; stateless apart from read-only inputs."""
 
-    # chunks per batch and thread: enough to balance the pool, few enough to keep per-chunk overhead small
-    CHUNKS_PER_THREAD = 4
+    # chunks per batch and thread: batches queue up behind each other, so one chunk per worker keeps the pool
+    # busy; larger chunks mean fewer GIL-holding NumPy steps per read (H200, 5 M reads: 4 -> 1 gave +9-10 %)
+    CHUNKS_PER_THREAD = 1
 
     def __init__(self, reference, genome_codes, opts, device=None):
         """``device``: where the final alignment runs with ``opts.align_on == "device"`` (the same results as

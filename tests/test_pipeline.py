@@ -81,3 +81,9 @@ def test_first_error_stops_everything(stage):
         run_pipeline(batches(), device, post_steps, write, threads=2)
     assert time.perf_counter() - t < 10
     assert len(written) <= 3 + 2 * 2 * 2  # stopped promptly, not after the 1000 batches
+
+
+def test_postprocess_threads_leave_two_to_reader_and_device():
+    from peanut_py.pipeline import postprocess_threads
+
+    assert [postprocess_threads(t) for t in (0, 1, 2, 3, 4, 8, 16)] == [1, 1, 2, 2, 2, 6, 14]
