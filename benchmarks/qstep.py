@@ -54,7 +54,7 @@ def timed_run(cmd, timeout, log):
 def parse_map_log(text):
     """Index load and device stage seconds from peanut map's summary on stderr (None when absent)."""
     info = {}
-    m = re.search(r"\(([\d.]+) s to load and upload\)", text)
+    m = re.search(r"; ([\d.]+) s to load and upload", text)
     info["load_s"] = float(m.group(1)) if m else None
     m = re.search(r"stage seconds \(summed over threads\): (.*)", text)
     if m:

@@ -53,7 +53,7 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
     Paired-end: ``mates`` (the second file) or ``interleaved=True``; ``insert_size`` (pairing.InsertSize,
     from ``-I``) replaces the estimate. See :func:`map_pairs`."""
     t_start = time.perf_counter()
-    threads = postprocess_threads(threads)
+    requested, threads = threads, postprocess_threads(threads)
     index = open_index(index_path)
     if reference is not None:
         check_reference(index, reference, index_path)
@@ -70,7 +70,8 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
     if log:
         table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
         log(f"device: {device.name}, {device.global_mem / 2**30:.1f} GiB used at most; reference on the device "
-            f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload)")
+            f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload); "
+            f"-t {requested}: {threads} postprocessing thread{'s' if threads > 1 else ''}")
     if batch_size is None:
         batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes,
                                       max_reads=PIPELINE_BATCH)
