@@ -31,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from benchmarks import simulate  # noqa: E402
 from benchmarks.index_build import GRCH37_MBP, write_synthetic_contigs  # noqa: E402
 
 CHR20_INDEX = 19  # GRCH37_MBP is chr1..chr22, X, Y
@@ -108,14 +109,6 @@ def prepare(args):
         json.dump(build, f, indent=1)
 
 
-def head_fastq(src, dst, n):
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
-        for i, line in enumerate(fin):
-            if i >= 4 * n:
-                break
-            fout.write(line)
-
-
 def map_step(args):
     index = os.path.join(args.work, "human_scale.peanut.h5")
     reads = os.path.join(args.work, "reads.fq")
@@ -150,7 +143,7 @@ def map_step(args):
 
     # one read buffer's device time, on this index and on chr20's own (same reads)
     one = os.path.join(args.work, "buffer.fq")
-    head_fastq(reads, one, args.buffer_reads)
+    simulate.head_fastq(reads, one, args.buffer_reads)
     for label, idx in (("human scale", index), ("chr20 only", args.chr20_index)):
         if not idx:
             continue

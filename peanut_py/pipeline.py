@@ -202,7 +202,3 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
     if errors:
         raise errors[0]
     return progress.reads, times
-
-
-def default_log(msg):
-    print(f"[peanut] {msg}", file=sys.stderr, flush=True)

@@ -25,6 +25,11 @@ CHUNK_SHARE = 0.125
 QGramChunk = namedtuple("QGramChunk", "kmers starts positions k_base n_kmers first_kmer n_positions")
 
 
+def device_starts_dtype(n_positions):
+    """The CSR starts' type on the device: 32 bits while every position offset fits."""
+    return np.uint32 if n_positions < 1 << 32 else np.uint64
+
+
 def _upload(device, array, dtype):
     import pyopencl.array as cla
 
@@ -81,7 +86,7 @@ class ResidentReference:
         self._kmers_host, self._starts_host, self._positions_host = kmers, kmer_starts, positions
         self.n_kmers = len(kmers)
         self.n_positions = int(kmer_starts[self.n_kmers]) if self.n_kmers else 0
-        starts_dtype = np.uint32 if self.n_positions < 1 << 32 else np.uint64
+        starts_dtype = device_starts_dtype(self.n_positions)
         table_bytes = 4 * self.n_kmers + np.dtype(starts_dtype).itemsize * (self.n_kmers + 1) + 4 * self.n_positions
         if table_budget is None:
             table_budget = RESIDENT_SHARE * room
@@ -110,8 +115,8 @@ class ResidentReference:
 
         ri = reference_index
         # The arrays are read side by side (each reader spreads its chunks over the cores and holds the GIL
-        # only between chunks); CSR starts arrive as uint32 when every position fits, as the device keeps them.
-        starts_dtype = np.uint32 if ri.n_positions < 1 << 32 else np.int64
+        # only between chunks); CSR starts arrive in the type the device keeps them in.
+        starts_dtype = device_starts_dtype(ri.n_positions)
         with ThreadPoolExecutor(max_workers=4) as pool:
             parts = [pool.submit(f) for f in (ri.packed, ri.ambiguity_bitmap, ri.kmers,
                                                lambda: ri.kmer_starts(starts_dtype), ri.positions)]
