@@ -232,3 +232,28 @@ __kernel void validate_hits(const uint n_candidates,
     out_end[gid] = end;
     out_keep[gid] = (dist != NO_ALIGNMENT && dist <= k) ? 1u : 0u;
 }
+
+// Words of the bit-vector each item's band needs, at most max_words (the cap of validate_hits): the
+// validation runs each class with the kernel compiled for it, so one wide band (a tandem repeat) no longer
+// makes every candidate of the batch pay for the widest bit-vector.
+__kernel void band_words(const uint n_items,
+                         __global const uint *selected,
+                         const uint use_selected,
+                         __global const uint *cand_rs,
+                         __global const uint *cand_diag_lo,
+                         __global const uint *cand_diag_hi,
+                         __global const uint *rs_start,
+                         __global const uint *max_errors,
+                         const uint max_words,
+                         __global uchar *words)
+{
+    const uint item = get_global_id(0);
+    if (item >= n_items)
+        return;
+    const uint gid = use_selected ? selected[item] : item;
+    const uint rs = cand_rs[gid];
+    const uint n = rs_start[rs + 1] - rs_start[rs];
+    // band_width + the helper bit, as validation.words_for_band
+    const ulong bits = (ulong)(cand_diag_hi[gid] - cand_diag_lo[gid]) + 2 * (ulong)max_errors[n] + 2;
+    words[item] = (uchar)min((ulong)max_words, max((ulong)1, (bits + 63) / 64));
+}

@@ -207,6 +207,12 @@ class Device:
         return self.info.name
 
     @property
+    def host_memory(self):
+        """True for a CPU device (PoCL): its buffers are host memory, so read-only host arrays can be used
+        in place (``CL_MEM_USE_HOST_PTR``) instead of copied."""
+        return self.info.type == "CPU"
+
+    @property
     def max_work_group(self):
         return self.info.max_work_group
 

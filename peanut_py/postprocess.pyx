@@ -193,3 +193,37 @@ def gather_segments(const cnp.uint8_t[::1] source, const i64[::1] starts, const 
         for i in range(n):
             memcpy(&out[off[i]], &source[starts[i]], lengths[i])
     return out_arr, offsets_arr
+
+
+def gather_read_strands(const cnp.uint8_t[::1] codes, const i64[::1] offsets, const i64[::1] read,
+                        const cnp.uint8_t[::1] reverse):
+    """Read ``read[i]`` of a batch (``codes`` cut at ``offsets``), reverse-complemented where ``reverse[i]``,
+    for all i concatenated, and int64 offsets (n + 1).  Only the aligned reads are copied: a whole-batch
+    reverse complement per chunk cost every postprocessing worker a pass over the batch."""
+    cdef Py_ssize_t n = read.shape[0], i, n_reads = offsets.shape[0] - 1
+    offsets_arr = np.zeros(n + 1, dtype=np.int64)
+    cdef i64[::1] off = offsets_arr
+    cdef i64 total = 0, a, b, k
+    if reverse.shape[0] != n:
+        raise ValueError("read and reverse differ in length")
+    for i in range(n):
+        if read[i] < 0 or read[i] >= n_reads:
+            raise IndexError(f"read {read[i]} outside the batch of {n_reads}")
+        total += offsets[read[i] + 1] - offsets[read[i]]
+        off[i + 1] = total
+    out_arr = np.empty(total, dtype=np.uint8)
+    if total == 0:
+        return out_arr, offsets_arr
+    cdef cnp.uint8_t[::1] out = out_arr
+    cdef cnp.uint8_t c
+    with nogil:
+        for i in range(n):
+            a = offsets[read[i]]
+            b = offsets[read[i] + 1]
+            if not reverse[i]:
+                memcpy(&out[off[i]], &codes[a], b - a)
+            else:
+                for k in range(b - a):
+                    c = codes[b - 1 - k]
+                    out[off[i] + k] = 3 - c if c < 4 else c
+    return out_arr, offsets_arr

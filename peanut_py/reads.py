@@ -58,9 +58,6 @@ _BINARY = "binary data (a non-ASCII byte): not FASTQ or FASTA text"
 _BLANK_TAIL = re.compile(r"^Premature end of file encountered\. The incomplete final record was: '(?:\\[rnt]| )*'$")
 
 
-# complement of the base codes A C G T N
-_RC_CODE = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
-
 
 class ReadBatch:
     """A batch of reads, as columns. For pairs (``paired``) the reads alternate mate 1, mate 2.
@@ -115,15 +112,6 @@ class ReadBatch:
     def name_columns(self):
         """The names as one uint8 text and int64 offsets (for the SAM formatter, samtext.pyx)."""
         return self._name_columns
-
-    def both_strands(self):
-        """codes followed by the reverse complement of the whole batch: read i's reverse complement starts
-        at 2 * len(codes) - offsets[i + 1]. Computed once (the postprocessing threads of a batch may race to
-        it, which only costs a duplicate computation)."""
-        cached = self.__dict__.get("_both_strands")
-        if cached is None:
-            cached = self.__dict__["_both_strands"] = np.concatenate([self.codes, _RC_CODE[self.codes[::-1]]])
-        return cached
 
     @property
     def lengths(self) -> np.ndarray:

@@ -355,6 +355,18 @@ def _plan_rounds(groups, counts, round_keys):
     return rounds
 
 
+PAGE = 4096
+
+
+def page_aligned_empty(n, dtype):
+    """An uninitialised 1-D array whose data starts on a page boundary: a CPU OpenCL device (PoCL) uses such
+    an array in place as a read-only buffer instead of copying it (resident.py)."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(n * dtype.itemsize + PAGE, dtype=np.uint8)
+    skip = (-raw.ctypes.data) % PAGE
+    return raw[skip : skip + n * dtype.itemsize].view(dtype)
+
+
 def read_chunks_parallel(ds, path, threads=None, dtype=None):
     """A 1-D chunked dataset, stored raw or as gzip (deflate) chunks, optionally byte-shuffled, read on all
     cores and converted to ``dtype`` (default: the dataset's) chunk by chunk.
@@ -363,7 +375,7 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
     array; a human genome's 12 GB of positions: seconds more); pread and zlib release the GIL, so the chunks
     are read in a thread pool, inflated and unshuffled there, and each lands in its slice of the result.
     Returns None when the layout is anything else (the caller falls back to h5py); the result equals
-    ``ds[...].astype(dtype)``.
+    ``ds[...].astype(dtype)`` and is page-aligned.
     """
     import zlib
     from concurrent.futures import ThreadPoolExecutor
@@ -380,7 +392,7 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
     infos = [ds.id.get_chunk_info(i) for i in range(n_chunks)]
     if n_chunks * rows < ds.shape[0] or any(info.filter_mask for info in infos):
         return None
-    out = np.empty(ds.shape[0], dtype=dtype or ds.dtype)
+    out = page_aligned_empty(ds.shape[0], dtype or ds.dtype)
     fd = os.open(path, os.O_RDONLY)
 
     def read(info):

@@ -12,7 +12,7 @@ import numpy as np
 from . import pairing
 from .align import align_batch, clip_terminal_gaps, md_flat
 from .pairchoice import choose_pairs
-from .postprocess import gather_segments, rank_hits, strata_counts
+from .postprocess import gather_read_strands, gather_segments, rank_hits, strata_counts
 from .samtext import format_pairs, format_single_end
 
 # the alignment window extends this far beyond the validated interval, and the band this far beyond the
@@ -188,12 +188,10 @@ class Postprocessor:
         """Final alignment of hits (batch read index, strand, validated global [start, end) per hit):
         returns (BatchAlignments, md_flat's MD (text, offsets), contig index per hit)."""
         opts = self.opts
-        lengths = np.diff(batch.offsets)[read]
-        # forward codes followed by the reverse complement of the whole batch (ReadBatch.both_strands)
-        total = len(batch.codes)
-        both = batch.both_strands()
-        src = np.where(strand, 2 * total - batch.offsets[read + 1], batch.offsets[read])
-        read_codes, read_off = _gather(both, src, lengths)
+        read = np.ascontiguousarray(read, dtype=np.int64)
+        read_codes, read_off = gather_read_strands(batch.codes, batch.offsets, read,
+                                                   np.ascontiguousarray(strand, dtype=np.uint8))
+        lengths = np.diff(read_off)
 
         hit_start = hit_start.astype(np.int64)
         hit_end = hit_end.astype(np.int64)

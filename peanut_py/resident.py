@@ -12,6 +12,7 @@ import numpy as np
 
 from .errors import PeanutError
 from .qgroup import USABLE, index_fixed_bytes
+from .reference import PAGE, page_aligned_empty
 
 # "room" = usable device memory minus the sequence and the fixed part (I + S) of a q-group index.
 # The q-gram table stays resident when it takes at most this share of the room; the rest is for the read
@@ -31,12 +32,30 @@ def device_starts_dtype(n_positions):
 
 
 def _upload(device, array, dtype):
+    """A read-only device copy of ``array``; on a CPU device, the page-aligned host array itself.
+
+    PoCL uses a page-aligned host array in place (``CL_MEM_USE_HOST_PTR``; an unaligned one it copies), and
+    the buffer keeps the array alive: no second copy of the reference in RAM and no time copying it into
+    fresh pages (VM, chr20: 619 MiB, ~1.2 s of the start-up).
+    """
+    import pyopencl as cl
     import pyopencl.array as cla
 
     a = np.ascontiguousarray(array, dtype=dtype)
     if a.size == 0:
         a = np.zeros(1, dtype=dtype)  # zero-length buffers are not valid kernel arguments
-    return cla.to_device(device.queue, a, allocator=device.pool)
+    if not device.host_memory:
+        return cla.to_device(device.queue, a, allocator=device.pool)
+    if a.ctypes.data % PAGE:
+        a = _aligned_copy(a)
+    buf = cl.Buffer(device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=a)
+    return cla.Array(device.queue, a.shape, a.dtype, data=buf)
+
+
+def _aligned_copy(a):
+    out = page_aligned_empty(a.size, a.dtype)
+    out[:] = a
+    return out
 
 
 class ResidentReference:

@@ -100,25 +100,23 @@ def _myers_kernel(device, words):
     return _cached(device, ("myers", int(words)), lambda: device.program("myers", WORDS=int(words)).validate_hits)
 
 
-def _max_span(device, candidates):
-    """max(diag_hi - diag_lo) over the candidates, reduced on the device."""
-    _require_mako()
-    from pyopencl.reduction import ReductionKernel
+def _band_words_kernel(device):
+    return _cached(device, "band-words", lambda: device.program("myers", WORDS=1).band_words)
 
-    knl = _cached(
-        device,
-        "span",
-        lambda: ReductionKernel(
-            device.context,
-            np.uint32,
-            neutral="0",
-            reduce_expr="max(a, b)",
-            map_expr="hi[i] - lo[i]",
-            arguments="__global const uint *hi, __global const uint *lo",
-        ),
-    )
-    n = candidates.n
-    return int(knl(candidates.diag_hi[:n], candidates.diag_lo[:n], queue=device.queue).get())
+
+def _class_compactor(device):
+    """Candidate indices (item i, or selected[i]) of the items whose band needs ``want`` words, in order."""
+    _require_mako()
+    from pyopencl.scan import GenericScanKernel
+
+    return _cached(device, "word-class", lambda: GenericScanKernel(
+        device.context, np.uint32,
+        arguments="__global const uchar *need, const uchar want, __global const uint *selected, "
+        "const uint use_selected, __global uint *out, __global uint *count",
+        input_expr="need[i] == want ? 1 : 0", scan_expr="a + b", neutral="0",
+        output_statement="if (prev_item != item) out[item - 1] = use_selected ? selected[i] : (uint)i; "
+        "if (i + 1 == N) *count = item;",
+    ))
 
 
 def _compactor(device):
@@ -158,30 +156,20 @@ def _read_lengths(read_buffer):
     return np.diff(starts)
 
 
-def choose_words(device, candidates, read_buffer, min_identity, max_words=MAX_WORDS):
-    """Words for this batch: enough for its widest band, at most ``max_words`` (then wide bands are capped)."""
-    if candidates.n == 0:
-        return 1
-    lengths = _read_lengths(read_buffer)
-    k = max_errors(int(lengths.max()) if lengths.size else 0, min_identity)
-    span = _max_span(device, candidates)
-    return min(max_words, words_for_band(band_width(span, k)))
-
-
 def validate_candidates(device, resident, read_buffer, candidates, min_identity=0.8, words=None, selected=None,
-                        out=None):
+                        out=None, max_words=MAX_WORDS):
     """Run the validation kernel over all candidates: per-candidate device arrays (dist, start, end, keep).
 
     ``dist`` is NO_ALIGNMENT where the band holds no alignment; start/end are 0 for candidates not kept.
-    ``words`` fixes the bit-vector size (band cap 64*words-1); by default :func:`choose_words`.
+    ``words`` fixes the bit-vector size (band cap 64*words-1) for every candidate; by default each candidate
+    runs with the fewest words its band needs, at most ``max_words`` (the same results: bits above a band
+    never reach it, see kernels/myers.cl).
     ``selected`` (device uint32 array of candidate indices): validate only these, writing into ``out`` (the
     four arrays of an earlier call, or fresh ones with keep = 0 and dist = NO_ALIGNMENT everywhere else).
     """
     import pyopencl.array as cla
 
     n = int(candidates.n)
-    if words is None:
-        words = choose_words(device, candidates, read_buffer, min_identity)
     lengths = _read_lengths(read_buffer)
     table = max_errors_table(int(lengths.max()) if lengths.size else 0, min_identity)
     queue, pool = device.queue, device.pool
@@ -201,9 +189,43 @@ def validate_candidates(device, resident, read_buffer, candidates, min_identity=
     if n_items == 0:
         return dist, start, end, keep
     table_dev = cla.to_device(queue, table, allocator=pool)
-    kernel = _myers_kernel(device, words)
+    if words is not None:
+        batches = [(int(words), n_items, selected)]
+    else:
+        batches = _word_classes(device, candidates, read_buffer, table_dev, n_items, selected, max_words)
+    for w, count, items in batches:
+        _launch_myers(device, resident, read_buffer, candidates, table_dev, w, count, items, (dist, start, end, keep))
+    return dist, start, end, keep
+
+
+def _word_classes(device, candidates, read_buffer, table_dev, n_items, selected, max_words):
+    """[(words, count, candidate indices)] for each bit-vector size the items need (kernels/myers.cl,
+    band_words), smallest first; the indices keep the items' order."""
+    import pyopencl.array as cla
+
+    queue, pool = device.queue, device.pool
+    need = cla.empty(queue, n_items, np.uint8, allocator=pool)
+    device.launch(_band_words_kernel(device), n_items, np.uint32(n_items),
+                  (selected if selected is not None else candidates.rs).data, np.uint32(selected is not None),
+                  candidates.rs.data, candidates.diag_lo.data, candidates.diag_hi.data, read_buffer.rs_start.data,
+                  table_dev.data, np.uint32(max_words), need.data)
+    out = []
+    count = cla.empty(queue, 1, np.uint32, allocator=pool)
+    dummy = selected if selected is not None else count
+    for w in range(1, max_words + 1):
+        items = cla.empty(queue, n_items, np.uint32, allocator=pool)
+        _class_compactor(device)(need, np.uint8(w), dummy, np.uint32(selected is not None), items, count,
+                                 size=n_items, queue=queue)
+        c = int(count.get()[0])
+        if c:
+            out.append((w, c, items))
+    return out
+
+
+def _launch_myers(device, resident, read_buffer, candidates, table_dev, words, n_items, selected, out):
+    dist, start, end, keep = out
     device.launch(
-        kernel,
+        _myers_kernel(device, words),
         n_items,
         np.uint32(n_items),
         (selected if selected is not None else candidates.rs).data,
@@ -224,7 +246,6 @@ def validate_candidates(device, resident, read_buffer, candidates, min_identity=
         end.data,
         keep.data,
     )
-    return dist, start, end, keep
 
 
 def validate_hits(device, resident, read_buffer, candidates, min_identity=0.8, max_words=MAX_WORDS, words=None,
@@ -237,14 +258,13 @@ def validate_hits(device, resident, read_buffer, candidates, min_identity=0.8, m
     """
     import pyopencl.array as cla
 
-    if words is None:
-        words = choose_words(device, candidates, read_buffer, min_identity, max_words)
     if select is None:
-        dist, start, end, keep = validate_candidates(device, resident, read_buffer, candidates, min_identity, words)
+        dist, start, end, keep = validate_candidates(device, resident, read_buffer, candidates, min_identity, words,
+                                                     max_words=max_words)
     else:
         dist, start, end, keep = select.run(
             lambda selected, out=None: validate_candidates(device, resident, read_buffer, candidates, min_identity,
-                                                           words, selected=selected, out=out),
+                                                           words, selected=selected, out=out, max_words=max_words),
             candidates, read_buffer)
     n = int(candidates.n)
     queue, pool = device.queue, device.pool

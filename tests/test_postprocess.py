@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from peanut_py.postprocess import rank_hits, strata_counts
+from peanut_py.postprocess import gather_read_strands, rank_hits, strata_counts
 
 
 def reference_rank(rs, start, dist, n_reads, first_read, window):
@@ -72,3 +72,29 @@ def test_rejects_hits_outside_the_read_range():
     rs = np.array([0, 9], dtype=np.uint32)
     with pytest.raises(ValueError):
         rank_hits(rs, np.zeros(2, np.uint32), np.zeros(2, np.int32), 2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gather_read_strands_matches_plain_reverse_complement(seed):
+    """Random reads (with N and empty ones), picked in any order and repeated, on either strand."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 40, size=50)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    codes = rng.integers(0, 5, size=int(offsets[-1])).astype(np.uint8)
+    read = rng.integers(0, 50, size=200).astype(np.int64)
+    reverse = rng.integers(0, 2, size=200).astype(np.uint8)
+    complement = {0: 3, 1: 2, 2: 1, 3: 0, 4: 4}
+    expected = []
+    for r, rev in zip(read, reverse):
+        seq = list(codes[offsets[r]:offsets[r + 1]])
+        expected.append([complement[c] for c in reversed(seq)] if rev else seq)
+    out, out_offsets = gather_read_strands(codes, offsets, read, reverse)
+    assert out_offsets.tolist() == np.concatenate([[0], np.cumsum([len(e) for e in expected])]).tolist()
+    assert out.tolist() == [c for e in expected for c in e]
+
+
+def test_gather_read_strands_rejects_reads_outside_the_batch():
+    offsets = np.array([0, 3, 5], dtype=np.int64)
+    codes = np.zeros(5, dtype=np.uint8)
+    with pytest.raises(IndexError):
+        gather_read_strands(codes, offsets, np.array([2], dtype=np.int64), np.zeros(1, dtype=np.uint8))

@@ -212,8 +212,11 @@ def reference_all(genome, host_reads, cands, min_identity, words, stats=None):
     return np.array(out, dtype=np.int64).reshape(-1, 4)
 
 
-def device_all(device, res, rb, cands, min_identity, words):
-    dist, start, end, keep = validate_candidates(device, res, rb, cands, min_identity, words=words)
+def device_all(device, res, rb, cands, min_identity, words, max_words=4):
+    """``words=None``: each candidate with the fewest words its band needs (at most ``max_words``), which
+    must equal the reference capped at ``max_words``."""
+    dist, start, end, keep = validate_candidates(device, res, rb, cands, min_identity, words=words,
+                                                 max_words=max_words)
     return np.stack([dist.get(), start.get(), end.get(), keep.get()], axis=1).astype(np.int64)
 
 
@@ -352,8 +355,10 @@ def run_case(device, seed, n_reads, lengths, max_err_rate, span_max, min_identit
     cands, arrays = candidate_set(q, rs, lo, hi)
     stats = Counter()
     for words in words_list:
-        ref = reference_all(genome, host, arrays, min_identity, words, stats)
-        dev = device_all(device, res, rb, cands, min_identity, words)
+        # ("auto", m): per-candidate word classes capped at m words, against the reference capped there
+        cap = words[1] if isinstance(words, tuple) else words
+        ref = reference_all(genome, host, arrays, min_identity, cap, stats)
+        dev = device_all(device, res, rb, cands, min_identity, None if isinstance(words, tuple) else words, cap)
         assert_same(dev, ref, arrays, host.strands)
         stats["kept"] += int(ref[:, 3].sum())
         stats["dropped"] += int((ref[:, 3] == 0).sum())
@@ -369,8 +374,23 @@ def test_short_reads_one_word(device):
 
 
 def test_long_reads_many_words_and_capped_bands(device):
-    """250-300 bp at identity 0.8: k = 50..60, bands of 101..221 diagonals; words=1 and 2 cap them."""
-    run_case(device, 2, 22, [250, 300], 0.1, 100, 0.8, [4, 2, 1], [4000], expect=["capped band", "band over 63"])
+    """250-300 bp at identity 0.8: k = 50..60, bands of 101..221 diagonals; words=1 and 2 cap them; per
+    candidate word classes (the default) give the same as one size for all."""
+    run_case(device, 2, 22, [250, 300], 0.1, 100, 0.8, [4, 2, 1, ("auto", 4), ("auto", 2)], [4000],
+             expect=["capped band", "band over 63"])
+
+
+def test_word_classes_mix_every_size(device):
+    """Short and long reads with narrow and wide candidates in one batch need 1, 2, 3 and 4 words; each class
+    runs with its own kernel and the results equal the reference (capped at 4 words)."""
+    genome, res, rb, host, cands, arrays = run_case(device, 11, 60, [40, 100, 250], 0.08, 240, 0.8,
+                                                    [("auto", 4)], [5000, 3000], expect=["capped band"])
+    from peanut_py.validation import words_for_band
+
+    lengths = np.diff(rb.rs_start_host.astype(np.int64))[arrays["rs"]]
+    needed = [words_for_band(int(hi - lo) + 2 * max_errors(int(n), 0.8) + 1)
+              for lo, hi, n in zip(arrays["diag_lo"], arrays["diag_hi"], lengths)]
+    assert {1, 2, 3, 4} <= set(min(w, 4) for w in needed)
 
 
 def test_mixed_lengths_identity_09(device):
