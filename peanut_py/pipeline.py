@@ -1,4 +1,4 @@
-"""Threads and bounded queues: reader -> device -> postprocess pool -> writer.
+"""Threads and bounded queues: reader -> device [-> second step] -> postprocess pool -> writer.
 
 The device thread works on batch k+1 while the pool postprocesses batch k and the writer (the calling
 thread) writes batch k-1. Output order equals input order because the writer consumes the pool's futures
@@ -98,11 +98,15 @@ def postprocess_threads(threads):
     return threads if threads <= 2 else max(2, threads - 2)
 
 
-def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=2, log=None, times=None):
+def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=2, log=None, times=None,
+                 second_step=None, second_name="rescue"):
     """Run the mapping pipeline.
 
     ``batches``: iterable of read batches (consumed in a reader thread).
     ``device_step(batch) -> result`` runs in the device thread.
+    ``second_step(batch, result) -> result`` (optional) runs in a thread of its own after the device thread,
+    so that it works on batch k while the device thread maps batch k+1 (paired-end mate rescue); its time is
+    reported as ``second_name``.
     ``post_steps(batch, result) -> list of callables``: independent chunks of postprocessing; each callable
     returns ``(text, n_reads)`` or ``(text, n_reads, counters)`` and runs on the pool of ``threads`` workers.
     ``write(text)`` runs in the calling thread, in input order.
@@ -110,15 +114,17 @@ def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(previous_interval, SWITCH_INTERVAL))
     try:
-        return _run(batches, device_step, post_steps, write, threads, queue_size, log, times)
+        return _run(batches, device_step, post_steps, write, threads, queue_size, log, times, second_step,
+                    second_name)
     finally:
         sys.setswitchinterval(previous_interval)
 
 
-def _run(batches, device_step, post_steps, write, threads, queue_size, log, times):
+def _run(batches, device_step, post_steps, write, threads, queue_size, log, times, second_step, second_name):
     times = times if times is not None else StageTimes()
     stop = threading.Event()
     to_device = _Channel(stop, queue_size)
+    to_second = _Channel(stop, queue_size)
     to_writer = _Channel(stop, queue_size * max(threads, 1) * 2)
     errors = []
     progress = Progress(log)
@@ -154,6 +160,10 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
 
         return run
 
+    def submit(batch, result):
+        for step in post_steps(batch, result):
+            to_writer.put(pool.submit(timed(step)))
+
     def device_worker():
         try:
             while True:
@@ -163,8 +173,25 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
                 t = time.perf_counter()
                 result = device_step(batch)
                 times.add("device", time.perf_counter() - t)
-                for step in post_steps(batch, result):
-                    to_writer.put(pool.submit(timed(step)))
+                if second_step is None:
+                    submit(batch, result)
+                else:
+                    to_second.put((batch, result))
+            (to_writer if second_step is None else to_second).put(_END)
+        except BaseException as exc:  # noqa: BLE001
+            fail(exc)
+
+    def second_worker():
+        try:
+            while True:
+                item = to_second.get()
+                if item is _END:
+                    break
+                batch, result = item
+                t = time.perf_counter()
+                result = second_step(batch, result)
+                times.add(second_name, time.perf_counter() - t)
+                submit(batch, result)
             to_writer.put(_END)
         except BaseException as exc:  # noqa: BLE001
             fail(exc)
@@ -173,6 +200,8 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
         threading.Thread(target=reader, name="peanut-reader", daemon=True),
         threading.Thread(target=device_worker, name="peanut-device", daemon=True),
     ]
+    if second_step is not None:
+        threads_.append(threading.Thread(target=second_worker, name=f"peanut-{second_name}", daemon=True))
     for th in threads_:
         th.start()
     try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .postprocess import rank_hits, strata_counts
+from .postprocess import gather_read_strands, rank_hits, strata_counts
 
 MAX_ANCHORS = 4  # a mate with more equally good hits is not confident enough to anchor a rescue
 RESCUE_MIN_SCORE = 12  # twice the best random score (docs/paired.md); BWA-MEM: 19 without clipping penalties
@@ -122,30 +122,37 @@ def _kernel(device):
     return kernels(device, "rescue").rescue_align
 
 
-def align_windows(device, resident, read_buffer, task_rs, lo, hi, opts):
-    """Run kernels/rescue.cl: per task (read strand of ``read_buffer``, global window [lo, hi)) the best
-    alignment's score (NEG_INF: none), end cell (i, j) and start diagonal, as host int32 arrays."""
+def align_windows(device, resident, text, rs_start, task_rs, lo, hi, opts, queue=None):
+    """Run kernels/rescue.cl: per task (read strand ``task_rs``: host ``text[rs_start[rs]:rs_start[rs + 1]]``,
+    global window [lo, hi)) the best alignment's score (NEG_INF: none), end cell (i, j) and start diagonal,
+    as host int32 arrays.  ``queue`` (default the device's): the rescue stage of paired mapping runs beside
+    the mapping core on the side queue; its buffers then come straight from the context, never from the
+    core's memory pool, whose freed buffers may still be in use on the main queue."""
     import pyopencl.array as cla
 
     n = len(task_rs)
     task_rs = np.ascontiguousarray(task_rs, dtype=np.uint32)
-    m = np.diff(read_buffer.rs_start_host.astype(np.int64))[task_rs]
+    rs_start = np.asarray(rs_start, dtype=np.int64)
+    m = (rs_start[1:] - rs_start[:-1])[task_rs]
     scratch_off = np.zeros(n + 1, dtype=np.uint64)
     np.cumsum(4 * (m + 1), out=scratch_off[1:])
-    queue, pool = device.queue, device.pool
+    queue = queue or device.queue
+    allocator = device.pool if queue is device.queue else None
 
     def up(a, dtype):
-        return cla.to_device(queue, np.ascontiguousarray(a, dtype=dtype), allocator=pool)
+        a = np.ascontiguousarray(a, dtype=dtype)
+        return cla.to_device(queue, a if a.size else np.zeros(1, dtype), allocator=allocator)
 
     d_rs, d_lo, d_hi, d_off = up(task_rs, np.uint32), up(lo, np.uint32), up(hi, np.uint32), up(scratch_off, np.uint64)
-    scratch = cla.empty(queue, max(int(scratch_off[-1]), 1), np.int32, allocator=pool)
-    outs = [cla.empty(queue, max(n, 1), np.int32, allocator=pool) for _ in range(4)]
+    d_text, d_start = up(text, np.uint8), up(rs_start, np.uint32)
+    scratch = cla.empty(queue, max(int(scratch_off[-1]), 1), np.int32, allocator=allocator)
+    outs = [cla.empty(queue, max(n, 1), np.int32, allocator=allocator) for _ in range(4)]
     device.launch(
         _kernel(device), n, np.uint32(n), d_rs.data, d_lo.data, d_hi.data, resident.packed.data,
-        resident.ambiguous.data, read_buffer.text.data, read_buffer.rs_start.data, d_off.data, scratch.data,
+        resident.ambiguous.data, d_text.data, d_start.data, d_off.data, scratch.data,
         np.int32(opts.match), np.int32(opts.mismatch), np.int32(opts.gap_open), np.int32(opts.gap_extend),
         np.int32(AMBIGUOUS_PENALTY), np.int32(opts.clip), np.int32(1 if opts.local else 0),
-        *(o.data for o in outs),
+        *(o.data for o in outs), queue=queue,
     )
     return tuple(o.get()[:n] for o in outs)
 
@@ -171,24 +178,46 @@ def rescued_hits(windows, lengths, score, end_i, end_j, start_diag, opts, contig
     return rs[srt], start[srt].astype(np.uint32), end[srt].astype(np.uint32), dist[srt].astype(np.int32)
 
 
-def rescue_batch(device, resident, batch, rs, start, end, dist, insert_size, opts, contig_offsets, contig_ends):
-    """Rescue the mates of one batch on the device. Returns the rescued hits ``(rs, ref_start, ref_end,
-    dist)`` (batch read-strand ids, sorted by rs) and the number of windows searched."""
-    from .qgroup import ReadBuffer
+def batch_windows(rs, start, end, dist, lengths, insert_size, contig_offsets, contig_ends, pool=None, n_chunks=1):
+    """:func:`rescue_windows` of a whole batch, computed in ``n_chunks`` ranges of pairs on ``pool`` (a
+    concurrent.futures executor): every window concerns one pair, so the ranges' windows, concatenated in
+    order, are exactly the batch's."""
+    n_pairs = len(lengths) // 2
+    n_chunks = max(1, min(int(n_chunks), n_pairs))
+    if pool is None or n_chunks == 1 or insert_size is None or len(rs) == 0:
+        return rescue_windows(rs, start, end, dist, lengths, insert_size, contig_offsets, contig_ends)
+    rs = np.asarray(rs, dtype=np.uint32)
+    start, end, dist = np.asarray(start), np.asarray(end), np.asarray(dist)
+    bounds = 2 * np.linspace(0, n_pairs, n_chunks + 1).astype(np.int64)
+    cuts = np.searchsorted(rs >> 1, bounds)
 
+    def part(k):
+        r0, r1, h0, h1 = bounds[k], bounds[k + 1], cuts[k], cuts[k + 1]
+        w = rescue_windows(rs[h0:h1] - np.uint32(2 * r0), start[h0:h1], end[h0:h1], dist[h0:h1], lengths[r0:r1],
+                           insert_size, contig_offsets, contig_ends)
+        w.read = w.read + r0
+        return w
+
+    parts = list(pool.map(part, range(n_chunks)))
+    return RescueWindows(*(np.concatenate([getattr(w, f) for w in parts]) for f in ("read", "strand", "lo", "hi")))
+
+
+def rescue_batch(device, resident, batch, rs, start, end, dist, insert_size, opts, contig_offsets, contig_ends,
+                 queue=None, pool=None, n_chunks=1):
+    """Rescue the mates of one batch on the device (on ``queue``, see :func:`align_windows`; the windows in
+    ``n_chunks`` ranges on ``pool``, see :func:`batch_windows`). Returns the rescued hits ``(rs, ref_start,
+    ref_end, dist)`` (batch read-strand ids, sorted by rs) and the number of windows searched."""
     lengths = batch.lengths
-    windows = rescue_windows(rs, start, end, dist, lengths, insert_size, contig_offsets, contig_ends)
+    windows = batch_windows(rs, start, end, dist, lengths, insert_size, contig_offsets, contig_ends, pool, n_chunks)
     if windows.n == 0:
         return (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int32)), 0
-    # a read buffer of just the mates to rescue (each once, in batch order)
+    # the mates to rescue (each once, in batch order), forward then reverse complement: read strand 2 * k + s
     reads, local = np.unique(windows.read, return_inverse=True)
-    sub_len = lengths[reads]
-    sub_off = np.zeros(len(reads) + 1, dtype=np.int64)
-    np.cumsum(sub_len, out=sub_off[1:])
-    gather = np.arange(int(sub_off[-1]), dtype=np.int64) - np.repeat(sub_off[:-1] - batch.offsets[reads], sub_len)
-    buffer = ReadBuffer(device, batch.codes[gather], sub_off)
+    text, rs_start = gather_read_strands(batch.codes, batch.offsets, np.repeat(reads, 2).astype(np.int64),
+                                         np.tile(np.array([0, 1], dtype=np.uint8), len(reads)))
     task_rs = 2 * local + windows.strand
-    score, end_i, end_j, start_diag = align_windows(device, resident, buffer, task_rs, windows.lo, windows.hi, opts)
+    score, end_i, end_j, start_diag = align_windows(device, resident, text, rs_start, task_rs, windows.lo,
+                                                    windows.hi, opts, queue=queue)
     hits = rescued_hits(windows, lengths, score, end_i, end_j, start_diag, opts, contig_offsets, contig_ends)
     return hits, windows.n
 
@@ -202,5 +231,5 @@ def merge_hits(base, extra):
                  for b, e, t in zip(base, extra, dtypes))
 
 
-__all__ = ["RescueWindows", "MAX_ANCHORS", "RESCUE_MIN_SCORE", "rescue_windows", "align_windows", "rescued_hits",
-           "rescue_batch", "merge_hits"]
+__all__ = ["RescueWindows", "MAX_ANCHORS", "RESCUE_MIN_SCORE", "rescue_windows", "batch_windows", "align_windows",
+           "rescued_hits", "rescue_batch", "merge_hits"]

@@ -357,7 +357,7 @@ def run_kernel(device, genome, reads, tasks, opts):
     buf, host = read_buffer(q, reads)  # the validation tests' read buffer: forward, then reverse complement
     res = SimpleNamespace(packed=cla.to_device(q, genome.packed), ambiguous=cla.to_device(q, genome.ambiguous))
     rs, lo, hi = (np.array(c, dtype=np.int64) for c in zip(*tasks))
-    return rescue.align_windows(device, res, buf, rs, lo, hi, opts), host.strands
+    return rescue.align_windows(device, res, buf.text.get(), buf.rs_start_host, rs, lo, hi, opts), host.strands
 
 
 @pytest.mark.parametrize("local", [True, False])

@@ -46,7 +46,47 @@ def test_device_works_ahead_of_writer():
     assert overlap.is_set()
 
 
-@pytest.mark.parametrize("stage", ["reader", "device", "post", "writer"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_second_step_runs_between_device_and_postprocessing(threads):
+    """The optional second step (paired-end rescue) sees every batch once, in order, in its own thread, and
+    its result is what postprocessing gets."""
+    seen = []
+
+    def second(batch, result):
+        seen.append((batch, threading.current_thread().name))
+        return result + 1
+
+    out = []
+    n, times = run_pipeline(range(12), lambda b: b * 10, _steps(2), out.append, threads=threads,
+                            second_step=second)
+    assert n == 24
+    assert "".join(out) == "".join(f"{b}:{b * 10 + 1}:{i}\n" for b in range(12) for i in range(2))
+    assert [b for b, _ in seen] == list(range(12))
+    assert {name for _, name in seen} == {"peanut-rescue"}
+    assert "rescue" in times.seconds
+
+
+def test_second_step_overlaps_the_device_step():
+    # the device thread maps batch k + 1 while the second step still works on batch k
+    busy = threading.Event()
+    overlap = threading.Event()
+
+    def device(b):
+        if busy.is_set():
+            overlap.set()
+        return b
+
+    def second(batch, result):
+        busy.set()
+        time.sleep(0.02)
+        busy.clear()
+        return result
+
+    run_pipeline(range(6), device, _steps(1), lambda text: None, threads=1, second_step=second)
+    assert overlap.is_set()
+
+
+@pytest.mark.parametrize("stage", ["reader", "device", "second", "post", "writer"])
 def test_first_error_stops_everything(stage):
     class Boom(Exception):
         pass
@@ -61,6 +101,11 @@ def test_first_error_stops_everything(stage):
         if stage == "device" and b == 3:
             raise Boom("device failed")
         return b
+
+    def second(batch, result):
+        if stage == "second" and batch == 3:
+            raise Boom("second failed")
+        return result
 
     def post_steps(batch, result):
         def step():
@@ -78,7 +123,7 @@ def test_first_error_stops_everything(stage):
 
     t = time.perf_counter()
     with pytest.raises(Boom, match=f"{'post' if stage == 'post' else stage} failed"):
-        run_pipeline(batches(), device, post_steps, write, threads=2)
+        run_pipeline(batches(), device, post_steps, write, threads=2, second_step=second)
     assert time.perf_counter() - t < 10
     assert len(written) <= 3 + 2 * 2 * 2  # stopped promptly, not after the 1000 batches
 

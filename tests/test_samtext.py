@@ -422,3 +422,25 @@ def test_template_length_equals_pairing():
         end_a, end_b = pos_a + rng.randint(1, 300), pos_b + rng.randint(1, 300)
         tlen = samtext.template_length_a(pos_a, end_a, pos_b, end_b)
         assert (tlen, -tlen) == pairing.template_length(pos_a, end_a, pos_b, end_b)
+
+
+def test_rescue_windows_in_ranges_of_pairs_equal_one_call(mapped_example, tmp_path):
+    """rescue.batch_windows (the windows of a batch computed in ranges of pairs on a pool, as the rescue stage
+    of paired mapping does) equals rescue_windows over the whole batch, for any number of ranges."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from peanut_py.rescue import batch_windows, rescue_windows
+
+    device, index, resident, genome = mapped_example
+    opts = MapOptions()
+    batch = next(read_pair_batches(*pair_files(tmp_path, "fastq", True)))
+    post = Postprocessor(index, genome, opts)
+    result, insert_size = map_pair_batch(device, resident, post, batch, opts)
+    base = (result.rs, result.ref_start, result.ref_end, result.dist)
+    whole = rescue_windows(*base, batch.lengths, insert_size, post.offsets, post.ends)
+    assert whole.n > 50
+    with ThreadPoolExecutor(3) as pool:
+        for n_chunks in (1, 2, 3, 7, 2000, 5000):
+            parts = batch_windows(*base, batch.lengths, insert_size, post.offsets, post.ends, pool, n_chunks)
+            for field in ("read", "strand", "lo", "hi"):
+                np.testing.assert_array_equal(getattr(parts, field), getattr(whole, field))
