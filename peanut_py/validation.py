@@ -179,10 +179,12 @@ def validate_candidates(device, resident, read_buffer, candidates, min_identity=
         end = cla.empty(queue, n, np.uint32, allocator=pool)
         keep = cla.empty(queue, n, np.uint32, allocator=pool)
         if selected is not None and n:
-            dist.fill(np.int32(NO_ALIGNMENT))
-            start.fill(np.uint32(0))
-            end.fill(np.uint32(0))
-            keep.fill(np.uint32(0))
+            # enqueue_fill_buffer, not Array.fill: PoCL runs pyopencl's fill kernel at ~7 ns per element
+            # (VM, 1.9 M candidates: 14 ms against 0.7 ms per array)
+            import pyopencl as cl
+
+            for a, value in ((dist, NO_ALIGNMENT), (start, 0), (end, 0), (keep, 0)):
+                cl.enqueue_fill_buffer(queue, a.data, np.full(1, value, dtype=a.dtype), 0, a.nbytes)
     else:
         dist, start, end, keep = out
     n_items = n if selected is None else int(selected.size)
