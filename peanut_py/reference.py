@@ -12,6 +12,7 @@ import hashlib
 import os
 import resource
 import tempfile
+import threading
 import time
 
 import h5py
@@ -394,16 +395,30 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
         return None
     out = page_aligned_empty(ds.shape[0], dtype or ds.dtype)
     fd = os.open(path, os.O_RDONLY)
+    # Fresh memory is slow to touch (a VM page fault costs microseconds), so no chunk allocates more than it
+    # must: raw chunks of the stored type are read straight into the result, and each thread unshuffles into
+    # one scratch buffer of its own.
+    local = threading.local()
+    direct = not deflated and not shuffled and out.dtype == ds.dtype
 
     def read(info):
         first = info.chunk_offset[0]
         n = min(rows, ds.shape[0] - first)
+        if direct:
+            target = out[first:first + n].view(np.uint8)
+            if os.preadv(fd, [target], info.byte_offset) != target.nbytes:
+                raise OSError(f"{path}: short read of a chunk of {ds.name}")
+            return
         raw = os.pread(fd, info.size, info.byte_offset)
         if deflated:
             raw = zlib.decompress(raw)
         data = np.frombuffer(raw, dtype=np.uint8)
         if shuffled:
-            data = np.ascontiguousarray(data.reshape(size, rows).T).reshape(-1)
+            scratch = getattr(local, "scratch", None)
+            if scratch is None:
+                scratch = local.scratch = np.empty(rows * size, dtype=np.uint8)
+            scratch.reshape(rows, size)[:] = data[: rows * size].reshape(size, rows).T
+            data = scratch
         out[first:first + n] = data[: n * size].view(ds.dtype)
 
     try:

@@ -211,6 +211,28 @@ def test_resident_reference_arrays(device, planted):
     assert (res.n_contigs, res.q, res.step) == (3, 11, 2)
 
 
+def test_cpu_device_uses_page_aligned_arrays_in_place(device, planted):
+    """On a CPU device the resident reference wraps page-aligned host arrays instead of copying them (the
+    buffer maps to the array's own memory); unaligned ones are copied into aligned memory first. Kernels
+    see the same contents either way (test above and every filtration test)."""
+    import pyopencl as cl
+
+    from peanut_py.reference import page_aligned_empty
+    from peanut_py.resident import _upload
+
+    assert device.host_memory  # CI and this machine run PoCL
+    aligned = page_aligned_empty(10_000, np.uint32)
+    aligned[:] = np.arange(10_000, dtype=np.uint32)
+    unaligned = np.arange(10_001, dtype=np.uint32)[1:]
+    for host, same in ((aligned, True), (unaligned, False)):
+        dev = _upload(device, host, np.uint32)
+        mapped, _ = cl.enqueue_map_buffer(device.queue, dev.data, cl.map_flags.READ, 0, (host.size,), np.uint32)
+        assert (mapped.ctypes.data == host.ctypes.data) == same
+        assert mapped.ctypes.data % 4096 == 0
+        np.testing.assert_array_equal(mapped, host)
+        del mapped
+
+
 def test_streamed_chunks_tile_the_table(device, planted):
     ref = planted["ref"]
     res = ResidentReference(device, *table_args(ref, 11, 2), table_budget=0, chunk_positions=1000)

@@ -457,6 +457,7 @@ def test_parallel_read_equals_h5py(tmp_path, dtype, shuffle):
         for name in ("z", "plain"):
             got = read_chunks_parallel(f[name], str(path), threads=3)
             assert got is not None and got.dtype == data.dtype and np.array_equal(got, data)
+            assert got.ctypes.data % 4096 == 0  # page-aligned: a CPU device uses it in place (resident.py)
             narrow = read_chunks_parallel(f[name], str(path), threads=2, dtype=np.uint32)
             assert narrow.dtype == np.uint32 and np.array_equal(narrow, data.astype(np.uint32))
         assert read_chunks_parallel(f["lzf"], str(path)) is None
