@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import PeanutError
-from .postprocess import rank_hits
+from .postprocess import expand, rank_hits
 
 # BWA-MEM's estimator constants (bwamem_pair.c)
 OUTLIER_BOUND = 2.0  # inserts outside [p25 - 2 IQR, p75 + 2 IQR] do not enter mean and std
@@ -184,10 +184,9 @@ def concordant_combinations(read, strand, start, end, contig, insert_size):
     mate = read[fwd] ^ 1
     lo = np.searchsorted(keys, (mate << 33) | np.maximum(start[fwd] + insert_size.low, 0), side="left")
     hi = np.searchsorted(keys, (mate << 33) | np.maximum(start[fwd] + insert_size.high, 0), side="right")
-    count = hi - lo
-    f = np.repeat(fwd, count)
-    r = rev[np.repeat(lo, count) + np.arange(int(count.sum()), dtype=np.int64)
-            - np.repeat(np.cumsum(count) - count, count)]
+    owner, rank = expand(hi - lo)  # (np.repeat holds the GIL; expand does not)
+    f = fwd[owner]
+    r = rev[lo[owner] + rank]
     same = contig[f] == contig[r]
     f, r = f[same], r[same]
     return f, r, end[r] - start[f]

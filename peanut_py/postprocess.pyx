@@ -227,3 +227,28 @@ def gather_read_strands(const cnp.uint8_t[::1] codes, const i64[::1] offsets, co
                     c = codes[b - 1 - k]
                     out[off[i] + k] = 3 - c if c < 4 else c
     return out_arr, offsets_arr
+
+
+def expand(counts):
+    """(owner, rank) for ``counts``: item i appears counts[i] times, with ranks 0..counts[i]-1, as int64 arrays
+    (``np.repeat(np.arange(n), counts)`` and the ranks within each owner). NumPy's repeat holds the GIL for its
+    whole loop, and the paired postprocessing calls this for every chunk on many threads at once."""
+    cdef const i64[::1] c = np.ascontiguousarray(counts, dtype=np.int64)
+    cdef Py_ssize_t n = c.shape[0], i
+    cdef i64 total = 0, k, at = 0
+    for i in range(n):
+        if c[i] < 0:
+            raise ValueError("negative count")
+        total += c[i]
+    owner_arr = np.empty(total, dtype=np.int64)
+    rank_arr = np.empty(total, dtype=np.int64)
+    if total == 0:
+        return owner_arr, rank_arr
+    cdef i64[::1] owner = owner_arr, rank = rank_arr
+    with nogil:
+        for i in range(n):
+            for k in range(c[i]):
+                owner[at] = i
+                rank[at] = k
+                at += 1
+    return owner_arr, rank_arr

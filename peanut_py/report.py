@@ -12,7 +12,7 @@ import numpy as np
 from . import pairing
 from .align import align_batch, clip_terminal_gaps, md_flat
 from .pairchoice import choose_pairs
-from .postprocess import gather_read_strands, gather_segments, rank_hits, strata_counts
+from .postprocess import expand, gather_read_strands, gather_segments, rank_hits, strata_counts
 from .samtext import format_pairs, format_single_end
 
 # the alignment window extends this far beyond the validated interval, and the band this far beyond the
@@ -74,10 +74,12 @@ def mapq_model(score, sub, n_sub, aligned_len, q, opts):
 _KEY = 1 << 32  # (read, rank) -> read * _KEY + rank
 
 
-def _ranks(counts):
-    """0..counts[i]-1 for every i, concatenated."""
-    counts = np.asarray(counts, dtype=np.int64)
-    return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+def _sorted_unique(keys):
+    """np.unique of int64 keys, by a sort that releases the GIL (np.unique's hash table holds it)."""
+    keys = np.sort(keys)
+    if len(keys) > 1:
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    return keys
 
 
 def _gather(source, starts, lengths):
@@ -145,8 +147,7 @@ class Postprocessor:
 
         # align the reported hits plus the best unreported one (for XS)
         n_align = np.minimum(report + 1, kept)
-        local_read = np.repeat(np.arange(n_reads, dtype=np.int64), n_align)
-        rank_in_read = np.arange(int(n_align.sum()), dtype=np.int64) - np.repeat(np.cumsum(n_align) - n_align, n_align)
+        local_read, rank_in_read = expand(n_align)
         hit = order[ptr[local_read] + rank_in_read]
         strand = (rs[hit] & 1).astype(bool)
         read = local_read + r0
@@ -247,7 +248,7 @@ class Postprocessor:
 
         # candidates and their concordant combinations
         n_cand = np.minimum(kept, pairing.MAX_PAIR_HITS)
-        c_read, c_rank = np.repeat(reads, n_cand), _ranks(n_cand)
+        c_read, c_rank = expand(n_cand)
         c_hit = order[ptr[c_read] + c_rank]
         c_start = start[c_hit].astype(np.int64)
         c_contig = np.searchsorted(self.offsets, c_start, side="right") - 1
@@ -256,9 +257,9 @@ class Postprocessor:
 
         # align ranks 0..n_align-1 of every read (primary, reported hits, XS) and every hit of a combination
         n_align = np.minimum(report + 1, kept)
-        a_read, a_rank = np.repeat(reads, n_align), _ranks(n_align)
-        key = np.unique(np.concatenate([a_read * _KEY + a_rank, c_read[f] * _KEY + c_rank[f],
-                                        c_read[v] * _KEY + c_rank[v]]))
+        a_read, a_rank = expand(n_align)
+        key = _sorted_unique(np.concatenate([a_read * _KEY + a_rank, c_read[f] * _KEY + c_rank[f],
+                                             c_read[v] * _KEY + c_rank[v]]))
         if len(key) == 0:  # no read of the chunk has a hit
             none = np.full(n_reads, -1, dtype=np.int64)
             return self.format_pair_chunk(batch, r0, n_reads, none, np.zeros(n_reads + 1, dtype=np.int64), none[:0],
@@ -290,8 +291,7 @@ class Postprocessor:
         prim = np.where(has, np.searchsorted(key, reads * _KEY + chosen), -1)
         mapped = np.zeros(n_reads, dtype=bool)
         mapped[has] = ok[prim[has]]
-        o_read = np.repeat(reads, np.maximum(n_align - 1, 0))
-        j = _ranks(np.maximum(n_align - 1, 0))
+        o_read, j = expand(np.maximum(n_align - 1, 0))
         o_rank = j + (j >= chosen[o_read])
         o_item = np.searchsorted(key, o_read * _KEY + o_rank)
         score = np.full(n_reads, -1, dtype=np.int64)
@@ -303,8 +303,8 @@ class Postprocessor:
         np.maximum.at(sub, o_read[o_ok], aln.score[o_item[o_ok]].astype(np.int64))
         # hits with the chosen hit's edit distance: ties make a mate ambiguous on its own
         chosen_dist = dist[hit[np.maximum(prim, 0)]]
-        same = np.zeros(n_reads, dtype=np.int64)
-        np.add.at(same, np.repeat(reads, kept), dist[order] == np.repeat(chosen_dist, kept))
+        kept_read, _ = expand(kept)
+        same = np.bincount(kept_read[dist[order] == chosen_dist[kept_read]], minlength=n_reads).astype(np.int64)
         n_sub = np.where(same > 1, same - 1, np.clip(kept - 1, 0, 1))
         mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, opts)
         mapq = np.where(same > 1, 0, mapq).astype(np.int64)

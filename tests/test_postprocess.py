@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from peanut_py.postprocess import gather_read_strands, rank_hits, strata_counts
+from peanut_py.postprocess import expand, gather_read_strands, rank_hits, strata_counts
 
 
 def reference_rank(rs, start, dist, n_reads, first_read, window):
@@ -98,3 +98,14 @@ def test_gather_read_strands_rejects_reads_outside_the_batch():
     codes = np.zeros(5, dtype=np.uint8)
     with pytest.raises(IndexError):
         gather_read_strands(codes, offsets, np.array([2], dtype=np.int64), np.zeros(1, dtype=np.uint8))
+
+
+def test_expand_equals_repeat_and_ranks():
+    rng = np.random.default_rng(5)
+    for counts in (rng.integers(0, 6, 300), np.zeros(4, np.int64), np.array([], np.int64), np.array([7])):
+        owner, rank = expand(counts)
+        np.testing.assert_array_equal(owner, np.repeat(np.arange(len(counts)), counts))
+        np.testing.assert_array_equal(rank, [k for c in counts for k in range(c)])
+        assert owner.dtype == rank.dtype == np.int64
+    with pytest.raises(ValueError):
+        expand(np.array([1, -1]))
