@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .postprocess import gather_read_strands, rank_hits, strata_counts
+from .postprocess import expand, gather_read_strands, rank_hits, strata_counts
 
 MAX_ANCHORS = 4  # a mate with more equally good hits is not confident enough to anchor a rescue
 RESCUE_MIN_SCORE = 12  # twice the best random score (docs/paired.md); BWA-MEM: 19 without clipping penalties
@@ -75,8 +75,7 @@ def rescue_windows(rs, start, end, dist, lengths, insert_size, contig_offsets, c
 
     # anchors: the best stratum of reads with 1..max_anchors best hits
     n_anchor = np.where((n_best >= 1) & (n_best <= max_anchors), n_best, 0).astype(np.int64)
-    a_read = np.repeat(np.arange(n_reads, dtype=np.int64), n_anchor)
-    a_rank = np.arange(int(n_anchor.sum()), dtype=np.int64) - np.repeat(np.cumsum(n_anchor) - n_anchor, n_anchor)
+    a_read, a_rank = expand(n_anchor)
     hit = order[ptr[a_read] + a_rank]
     fwd_anchor = (rs[hit] & 1) == 0
     contig = np.searchsorted(offsets, start[hit], side="right") - 1
