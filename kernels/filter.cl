@@ -112,6 +112,8 @@ __kernel void emit_hits(__global const uint *kmers, __global const STARTS_T *sta
         if (offsets[mid] <= h) lo = mid; else hi = mid;
     }
     for (uint j = lo; h < h_end; ++j) {
+        // Kmers whose hits all lie before h (none at all, e.g. occurrences outside [t0, t1)): skip the lookup.
+        if (j + 1 < n_present && offsets[j + 1] <= h) continue;
         ulong kk = k_base + present[j];
         uint ks, ke;
         index_pair_in(I, S, Sp, O, kmers[kk], t0, t1, &ks, &ke);

@@ -291,6 +291,7 @@ class _Filtration:
             self.masked_per_rs = _zeros(device, rb.n_rs, np.uint32)
             device.launch(self.knl.count_masked, len(masked), masked.data, np.uint32(len(masked)), qi.I.data,
                           qi.S.data, qi.Sp.data, qi.O.data, rb.pos_rs.data, self.masked_per_rs.data)
+        self._present_cache = None
         # (array, flag) for the threshold of the slots and of keep_votes: the counts, or unused.
         self.masked_args = ((self.masked_per_rs, np.uint32(1)) if self.masked_per_rs is not None
                             else (self.min_votes, np.uint32(0)))
@@ -299,11 +300,26 @@ class _Filtration:
         self.n_raw = self.n_collapsed = self.n_chunks = self.n_windows = self.n_ranges = 0
 
     # ---- one chunk of the q-gram table
+    def _present(self, chunk):
+        """(device list, count) of the chunk's kmers whose bit is set in I.  A resident table is scanned once
+        per filtration (its chunks are views of one array); streamed chunks are scanned as they come."""
+        key = (chunk.first_kmer, chunk.n_kmers)
+        if self._present_cache is not None and self._present_cache[0] == key:
+            return self._present_cache[1]
+        device = self.device
+        present = (_empty(device, chunk.n_kmers, np.uint32), _zeros(device, 1, np.uint32))
+        device.launch(self.knl.present_kmers, chunk.n_kmers, chunk.kmers.data, np.uint64(chunk.k_base),
+                      np.uint32(chunk.n_kmers), self.qi.I.data, *(a.data for a in present))
+        result = (present[0], int(present[1].get()[0]))
+        if not self.resident.streamed:
+            self._present_cache = (key, result)
+        return result
+
     def _count(self, chunk, r0, r1, rs_hits=None):
         """Counting pass and prefix sum (Algorithm 2, lines 1-6) of one chunk: a :class:`_Pass` with the hit
         offsets per work-item and the chunk's total; with ``rs_hits``, the chunk's hits are also added to the
         slot sizes of read strands r0 .. r1 - 1."""
-        device, knl, qi = self.device, self.knl, self.qi
+        device, knl = self.device, self.knl
         k_base = np.uint64(chunk.k_base)
         present = None
         if self.per_position:
@@ -313,10 +329,7 @@ class _Filtration:
             extra, n_items = (np.uint64(first), np.uint32(end - first)), end - first
             count_knl = knl.count_hits_by_position
         else:
-            present = (_empty(device, chunk.n_kmers, np.uint32), _zeros(device, 1, np.uint32))
-            device.launch(knl.present_kmers, chunk.n_kmers, chunk.kmers.data, k_base, np.uint32(chunk.n_kmers),
-                          qi.I.data, *(a.data for a in present))
-            present = (present[0], int(present[1].get()[0]))
+            present = self._present(chunk)
             work = (k_base, present[0].data, np.uint32(present[1]))
             extra, n_items = (), present[1]
             count_knl = knl.count_hits
