@@ -175,7 +175,8 @@ def strata_counts(const i64[:] order, const i64[:] read_ptr, const i32[:] dist, 
 
 def gather_segments(const cnp.uint8_t[::1] source, const i64[::1] starts, const i64[::1] lengths):
     """``source[starts[i]:starts[i] + lengths[i]]`` for all i concatenated, and int64 offsets (n + 1): the
-    read strands and reference windows the final alignment needs, copied without the GIL."""
+    reference windows the final alignment needs, copied without the GIL (its read strands come from
+    :func:`gather_read_strands`)."""
     cdef Py_ssize_t n = starts.shape[0], i
     offsets_arr = np.zeros(n + 1, dtype=np.int64)
     cdef i64[::1] off = offsets_arr

@@ -58,7 +58,6 @@ _BINARY = "binary data (a non-ASCII byte): not FASTQ or FASTA text"
 _BLANK_TAIL = re.compile(r"^Premature end of file encountered\. The incomplete final record was: '(?:\\[rnt]| )*'$")
 
 
-
 class ReadBatch:
     """A batch of reads, as columns. For pairs (``paired``) the reads alternate mate 1, mate 2.
 
