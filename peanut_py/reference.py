@@ -9,6 +9,7 @@ scattered round by round into a bounded buffer of 64-bit keys ``value << 32 | po
 group by bucket group, which yields P in final order and is streamed into the HDF5 file.
 """
 import hashlib
+import mmap
 import os
 import resource
 import tempfile
@@ -33,8 +34,8 @@ FINE_BITS = 12  # buckets = top FINE_BITS bits of a q-gram value (all of them wh
 # write streams scatter faster than 65536 (fewer TLB misses) and still give ~1 M keys per bucket for a human genome
 SORT_GROUP = 1 << 20  # keys per sort: consecutive buckets are sorted together up to about this many
 ROUND_KEYS = 1 << 29  # keys per scatter round (8 bytes each: 4 GiB); bounds the build's memory
-FLUSH_BYTES = 1 << 24  # bytes buffered per dataset before a write to HDF5
 CHUNK = 1 << 20  # HDF5 chunk length in elements of the large datasets
+COPY_BLOCK = 1 << 24  # elements per write when a staged array is copied into the index
 MAX_GLOBAL = 1 << 32  # global positions are uint32 on the device
 # kmers and starts are sorted, so shuffle + gzip level 1 shrinks them 3x and 40x (chr20); positions and
 # packed gain under 20 % and would load 10x slower, so they stay uncompressed (measurements in FORMAT.md).
@@ -86,44 +87,60 @@ def _exception_runs(seq, codes):
     return idx[first].astype(np.int64), idx[last - 1].astype(np.int64) + 1, letters[first]
 
 
-class _Appender:
-    """Grows a 1-D chunked HDF5 dataset by buffered appends."""
+class _Staging:
+    """Collects one array of the q-gram table in a raw temporary file beside the index.
 
-    def __init__(self, ds):
-        self.ds = ds
-        self.parts = []
-        self.pending = 0
-        self.size = ds.shape[0]
+    Its final length is known only when the last sort group has been masked, and the mapper wants it as one
+    contiguous, uncompressed dataset (HDF5 cannot resize those), so the array is staged here and copied into
+    its dataset at the end: one sequential copy, a few seconds at human scale.
+    """
+
+    def __init__(self, directory, name, dtype):
+        fd, self.path = tempfile.mkstemp(prefix=f".peanut-{name}.", suffix=".tmp", dir=directory)
+        self.file = os.fdopen(fd, "wb")
+        self.dtype = np.dtype(dtype)
+        self.size = 0
 
     def append(self, arr):
-        if arr.size:
-            self.parts.append(arr)
-            self.pending += arr.nbytes
-            if self.pending >= FLUSH_BYTES:
-                self.flush()
+        a = np.ascontiguousarray(arr, dtype=self.dtype)
+        self.file.write(a.data)
+        self.size += a.size
 
-    def flush(self):
-        if not self.parts:
-            return
-        data = np.concatenate(self.parts) if len(self.parts) > 1 else self.parts[0]
-        self.ds.resize((self.size + data.size,))
-        self.ds[self.size:] = data
-        self.size += data.size
-        self.parts, self.pending = [], 0
+    def store(self, group, name, compress):
+        """Write the staged array as dataset ``group/name``: contiguous and raw, or chunked with SMALL."""
+        self.file.close()
+        n = self.size
+        if compress:
+            ds = group.create_dataset(name, shape=(n,), maxshape=(None,), dtype=self.dtype,
+                                      chunks=(max(1, min(CHUNK, n)),), **SMALL)
+        else:
+            ds = group.create_dataset(name, shape=(n,), dtype=self.dtype)
+        block = COPY_BLOCK
+        with open(self.path, "rb") as f:
+            for lo in range(0, n, block):
+                data = np.fromfile(f, dtype=self.dtype, count=min(block, n - lo))
+                if data.size != min(block, n - lo):
+                    raise OSError(f"{self.path}: staging file cut short")
+                ds[lo:lo + data.size] = data
 
-
-def _dataset(group, name, dtype, expected, **extra):
-    """Empty growable dataset; chunks no longer than needed, since HDF5 allocates whole chunks."""
-    chunk = int(max(1, min(CHUNK, expected)))
-    return group.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(chunk,), **extra)
+    def discard(self):
+        if not self.file.closed:
+            self.file.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
 
 
 def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_threshold=DEFAULT_MASK_THRESHOLD,
-                command_line="", log=None, *, round_keys=ROUND_KEYS):
+                command_line="", log=None, *, compress=False, round_keys=ROUND_KEYS):
     """Build the HDF5 index of a FASTA file (plain or gzip) and return a summary dict.
 
     out_path defaults to ``<fasta_path>.peanut.h5``. The file is written to a temporary file in the output
     directory and renamed into place only when complete; on any error (or Ctrl-C) nothing is left behind.
+    The big arrays are stored contiguous and uncompressed on page boundaries, so the mapper maps them from the
+    page cache instead of inflating them into fresh memory (index/FORMAT.md); ``compress`` stores the
+    q-gram values and starts compressed instead (half the file, slower start-up).
     ``round_keys`` bounds the scatter buffer (8 bytes per key); tests lower it to exercise several rounds.
     """
     _check_params(q, step, mask_threshold)
@@ -151,8 +168,11 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; the index should get the usual permissions
         t0 = time.perf_counter()
-        with h5py.File(tmp, "w") as h5:
-            summary = _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys)
+        # Datasets of a page and more start on a page boundary: mapped, they are page-aligned arrays, which a
+        # CPU OpenCL device uses in place (resident.py).
+        with h5py.File(tmp, "w", alignment_threshold=PAGE, alignment_interval=PAGE) as h5:
+            summary = _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys,
+                                   compress)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, out_path)
@@ -193,7 +213,7 @@ def _extension():
     return _indexbuild
 
 
-def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys):
+def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys, compress):
     from .fasta import read_fasta
 
     _indexbuild = _extension()
@@ -233,8 +253,7 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
             last_log = now
 
     total_padded = _round16(seq_end)
-    packed = h5.create_dataset("sequence/packed", shape=(total_padded // 16,), dtype=np.uint32,
-                               chunks=(max(1, min(CHUNK, total_padded // 16)),))
+    packed = h5.create_dataset("sequence/packed", shape=(total_padded // 16,), dtype=np.uint32, fillvalue=0)
     for words, n, offset, es, ee in contigs:
         packed[offset // 16: offset // 16 + words.size] = words
     exc = h5.create_group("sequence/exceptions")
@@ -250,13 +269,53 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
     # ---- pass 2: scatter keys round by round, sort bucket groups, mask, stream P into the file
     qg = h5.create_group("qgrams")
     total_keys = int(counts.sum())
-    kmers_out = _Appender(_dataset(qg, "kmers", np.uint32, total_keys, **SMALL))
-    starts_ds = _dataset(qg, "starts", np.int64, total_keys + 1, **SMALL)
-    starts_ds.resize((1,))
-    starts_ds[0] = 0
-    starts_out = _Appender(starts_ds)
-    pos_out = _Appender(_dataset(qg, "positions", np.uint32, total_keys))
+    staging_dir = os.path.dirname(os.path.abspath(h5.filename))
+    starts_dtype = np.uint32 if total_keys < 1 << 32 else np.int64
+    staged = []
+    try:
+        for name, dtype in (("kmers", np.uint32), ("starts", starts_dtype), ("positions", np.uint32)):
+            staged.append(_Staging(staging_dir, name, dtype))
+        kmers_out, starts_out, pos_out = staged
+        starts_out.append(np.zeros(1, dtype=starts_dtype))
+        kept, masked, kmers_masked, n_kmers = _sort_qgrams(contigs, counts, q, step, shift, mask_threshold,
+                                                           round_keys, total_keys, log, kmers_out, starts_out,
+                                                           pos_out)
+        for name, out in zip(("kmers", "starts", "positions"), staged):
+            out.store(qg, name, compress and name != "positions")
+    finally:
+        for out in staged:
+            out.discard()
 
+    checksum = reference_checksum(names, md5s)
+    attrs = dict(
+        format_version=FORMAT_VERSION,
+        q=q,
+        step=step,
+        mask_threshold=mask_threshold,
+        peanut_version=__version__,
+        checksum=checksum,
+        command_line=command_line,
+        source_fasta=os.path.abspath(fasta_path),
+        contig_gap=CONTIG_GAP,
+        n_contigs=len(names),
+        total_bases=int(sum(lengths)),
+        positions_kept=kept,
+        positions_masked=masked,
+        kmers_masked=kmers_masked,
+    )
+    for k, v in attrs.items():
+        h5.attrs[k] = v
+    # Written last: a file cut short before this point is never taken for an index.
+    h5.attrs["format"] = FORMAT_NAME
+    return dict(attrs, n_kmers=n_kmers, total_padded=total_padded,
+                exception_runs=int(sum(p[0].size for p in exc_parts)))
+
+
+def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, total_keys, log, kmers_out,
+                 starts_out, pos_out):
+    """Scatter keys round by round, sort bucket groups, mask, and append P in CSR form to the staging files.
+    Returns (positions kept, positions masked, kmers masked, kmers kept)."""
+    _indexbuild = _extension()
     groups = _plan(counts, SORT_GROUP)
     rounds = _plan_rounds(groups, counts, round_keys)
     buf = np.empty(max((r[2] for r in rounds), default=0), dtype=np.uint64)
@@ -293,33 +352,7 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
             pos_out.append(positions)
             kept += positions.size
             n_kmers += kv.size
-    del buf
-    for a in (kmers_out, starts_out, pos_out):
-        a.flush()
-
-    checksum = reference_checksum(names, md5s)
-    attrs = dict(
-        format_version=FORMAT_VERSION,
-        q=q,
-        step=step,
-        mask_threshold=mask_threshold,
-        peanut_version=__version__,
-        checksum=checksum,
-        command_line=command_line,
-        source_fasta=os.path.abspath(fasta_path),
-        contig_gap=CONTIG_GAP,
-        n_contigs=len(names),
-        total_bases=int(sum(lengths)),
-        positions_kept=kept,
-        positions_masked=masked,
-        kmers_masked=kmers_masked,
-    )
-    for k, v in attrs.items():
-        h5.attrs[k] = v
-    # Written last: a file cut short before this point is never taken for an index.
-    h5.attrs["format"] = FORMAT_NAME
-    return dict(attrs, n_kmers=n_kmers, total_padded=total_padded,
-                exception_runs=int(sum(p[0].size for p in exc_parts)))
+    return kept, masked, kmers_masked, n_kmers
 
 
 def _plan(counts, target):
@@ -432,7 +465,8 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
 
 
 class ReferenceIndex:
-    """Read access to an index written by build_index. Large arrays are read on demand, not cached."""
+    """Read access to an index written by build_index. Large arrays are read on demand, not cached: mapped
+    from the file when stored contiguous and raw, else read and inflated."""
 
     def __init__(self, path):
         path = os.fspath(path)
@@ -444,7 +478,10 @@ class ReferenceIndex:
         try:
             self._h5 = h5py.File(path, "r")
         except OSError:
-            raise InputError(path, "not a peanut-py index (not an HDF5 file)") from None
+            with open(path, "rb") as f:
+                hdf5 = f.read(8) == b"\x89HDF\r\n\x1a\n"
+            raise InputError(path, "damaged index (an HDF5 file cut short or corrupted); rebuild it with `peanut index`"
+                             if hdf5 else "not a peanut-py index (not an HDF5 file)") from None
         try:
             self._load()
         except BaseException:
@@ -504,8 +541,32 @@ class ReferenceIndex:
         dtype = np.dtype(dtype or ds.dtype)
         if not ds.shape[0]:
             return np.empty(0, dtype=dtype)
+        mapped = self._mapped(ds)
+        if mapped is not None:
+            return mapped if mapped.dtype == dtype else mapped.astype(dtype)
         fast = read_chunks_parallel(ds, self.path, dtype=dtype)
         return fast if fast is not None else ds[...].astype(dtype, copy=False)
+
+    def _mapped(self, ds):
+        """A contiguous, unfiltered 1-D dataset as a read-only array mapped from the file, else None.
+
+        Mapped pages come from the page cache, shared with every other process mapping the same index; an
+        inflated copy costs fresh memory, which a VM charges for dearly (docs/mapping.md, "Memory")."""
+        plist = ds.id.get_create_plist()
+        if (ds.ndim != 1 or plist.get_layout() != h5py.h5d.CONTIGUOUS or plist.get_nfilters()
+                or plist.get_external_count() or not ds.dtype.isnative or ds.dtype.hasobject):
+            return None
+        offset = ds.id.get_offset()
+        if offset is None:
+            return None
+        nbytes = ds.shape[0] * ds.dtype.itemsize
+        if offset + nbytes > os.path.getsize(self.path):
+            # Touching a mapped page beyond the end of the file would kill the process (SIGBUS).
+            raise InputError(self.path, f"damaged index: dataset {ds.name} extends past the end of the file")
+        base = offset - offset % mmap.ALLOCATIONGRANULARITY
+        with open(self.path, "rb") as f:
+            m = mmap.mmap(f.fileno(), offset - base + nbytes, access=mmap.ACCESS_READ, offset=base)
+        return np.frombuffer(m, dtype=ds.dtype, count=ds.shape[0], offset=offset - base)
 
     def packed(self):
         return self._read("sequence/packed", np.uint32)
@@ -530,7 +591,8 @@ class ReferenceIndex:
         return self._read("qgrams/kmers", np.uint32)
 
     def kmer_starts(self, dtype=np.int64):
-        """CSR starts (int64 on disk); ``dtype=np.uint32`` converts while reading, valid below 2^32 positions."""
+        """CSR starts (uint32 on disk; int64 in older indexes); ``dtype=np.uint32`` is valid
+        below 2^32 positions, and mapped from the file when stored so."""
         return self._read("qgrams/starts", dtype)
 
     @property

@@ -204,7 +204,7 @@ def test_random_genomes_match_brute_force(tmp_path, seed, q, step, mask):
     fa = tmp_path / ("g.fa.gz" if seed % 2 else "g.fa")
     records = write_fasta(fa, random_genome(rng), rng)
     out = tmp_path / "g.h5"
-    summary = build_index(fa, out, q=q, step=step, mask_threshold=mask)
+    summary = build_index(fa, out, q=q, step=step, mask_threshold=mask, compress=seed % 3 == 2)
     attrs = check_index(out, records, q, step, mask)
     assert summary["positions_kept"] == attrs["positions_kept"]
     if mask:  # the poly-A contig alone exceeds every threshold used here
@@ -213,18 +213,21 @@ def test_random_genomes_match_brute_force(tmp_path, seed, q, step, mask):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fa.name, "g.h5"])
 
 
-@pytest.mark.parametrize("round_keys,sort_group,flush", [(1, 1, 8), (50, 7, 64), (1000, 100, 1 << 20)])
-def test_rounds_groups_and_flushes_do_not_change_the_result(tmp_path, monkeypatch, round_keys, sort_group, flush):
-    """Tiny scatter rounds, sort groups and write buffers (the code paths of a human genome) give the same P."""
+@pytest.mark.parametrize("round_keys,sort_group,block", [(1, 1, 3), (50, 7, 64), (1000, 100, 1 << 20)])
+def test_rounds_groups_and_copies_do_not_change_the_result(tmp_path, monkeypatch, round_keys, sort_group, block):
+    """Tiny scatter rounds, sort groups and staging copies (the code paths of a human genome) give the same P,
+    and the staging files are gone afterwards."""
     rng = np.random.default_rng(round_keys)
     fa = tmp_path / "g.fa"
     records = write_fasta(fa, random_genome(rng, 6), rng)
     monkeypatch.setattr(reference, "SORT_GROUP", sort_group)
-    monkeypatch.setattr(reference, "FLUSH_BYTES", flush)
-    for q, mask in ((16, 10), (6, 0), (2, 300)):
+    monkeypatch.setattr(reference, "COPY_BLOCK", block)
+    monkeypatch.setattr(reference, "CHUNK", max(1, block // 2))  # compressed: several chunks per copy block
+    for q, mask, compress in ((16, 10, False), (6, 0, True), (2, 300, False)):
         out = tmp_path / f"g{q}.h5"
-        build_index(fa, out, q=q, step=1, mask_threshold=mask, round_keys=round_keys)
+        build_index(fa, out, q=q, step=1, mask_threshold=mask, round_keys=round_keys, compress=compress)
         check_index(out, records, q, 1, mask)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.fa", "g16.h5", "g2.h5", "g6.h5"]
 
 
 def test_qgrams_straddling_n_and_short_contigs(tmp_path):
@@ -312,7 +315,7 @@ def test_bad_parameters(tmp_path, kwargs):
 # ---------------------------------------------------------------- atomic writing and reader validation
 
 
-@pytest.mark.parametrize("where", ["_plan_rounds", "replace"])
+@pytest.mark.parametrize("where", ["_plan_rounds", "_sort_qgrams", "replace"])
 def test_interrupted_build_leaves_nothing(tmp_path, monkeypatch, where):
     fa = tmp_path / "g.fa"
     fa.write_text(">a\n" + "ACGTTGCA" * 50 + "\n")
@@ -339,6 +342,10 @@ def test_reader_rejects_foreign_incomplete_and_newer_files(tmp_path, sarscov2_in
     (tmp_path / "text.h5").write_text("hello\n")
     with pytest.raises(PeanutError, match="text.h5.*not a peanut-py index"):
         ReferenceIndex(tmp_path / "text.h5")
+    cut = tmp_path / "cut.h5"
+    cut.write_bytes(open(sarscov2_index, "rb").read()[:100_000])  # a copy interrupted midway
+    with pytest.raises(PeanutError, match="cut.h5.*damaged index"):
+        ReferenceIndex(cut)
     with h5py.File(tmp_path / "other.h5", "w") as f:
         f["x"] = [1, 2]
     with pytest.raises(PeanutError, match="other.h5.*not a peanut-py reference index"):
@@ -378,12 +385,53 @@ def test_file_layout(sarscov2_index, sarscov2_fasta):
             assert key in a
         types = {"contigs/lengths": np.int64, "contigs/offsets": np.int64, "sequence/packed": np.uint32,
                  "sequence/exceptions/start": np.int64, "sequence/exceptions/end": np.int64,
-                 "sequence/exceptions/letter": np.uint8, "qgrams/kmers": np.uint32, "qgrams/starts": np.int64,
+                 "sequence/exceptions/letter": np.uint8, "qgrams/kmers": np.uint32, "qgrams/starts": np.uint32,
                  "qgrams/positions": np.uint32}
         for name, dtype in types.items():
             assert f[name].dtype == dtype, name
         assert h5py.check_string_dtype(f["contigs/names"].dtype).encoding == "utf-8"
-        assert f["qgrams/positions"].compression is None and f["sequence/packed"].compression is None
+        for name in ("sequence/packed", "qgrams/kmers", "qgrams/starts", "qgrams/positions"):
+            # contiguous and raw, on a page boundary: the mapper maps them (ReferenceIndex._mapped)
+            ds = f[name]
+            assert ds.chunks is None and ds.compression is None, name
+            assert ds.id.get_offset() % 4096 == 0, name
+
+
+def test_big_arrays_are_mapped_from_the_file(tmp_path, sarscov2_index):
+    """Default indexes hand out read-only, page-aligned arrays backed by the file; a --compress index and one
+    in the older layout (chunked, gzip kmers and int64 starts) give equal arrays, inflated into memory."""
+    import mmap
+
+    def mapped(a):
+        base = a
+        while isinstance(base, np.ndarray):
+            base = base.base
+        return isinstance(getattr(base, "obj", base), mmap.mmap)
+
+    older = tmp_path / "older.h5"
+    shutil.copy(sarscov2_index, older)
+    with h5py.File(older, "a") as f:
+        for name, dtype, small in (("qgrams/kmers", np.uint32, True), ("qgrams/starts", np.int64, True),
+                                   ("qgrams/positions", np.uint32, False), ("sequence/packed", np.uint32, False)):
+            data = f[name][...].astype(dtype)
+            del f[name]
+            f.create_dataset(name, data=data, chunks=(max(1, min(1000, data.size)),), maxshape=(None,),
+                             **(reference.SMALL if small else {}))
+    compressed = tmp_path / "compressed.h5"
+    build_index(ReferenceIndex(sarscov2_index).attrs["source_fasta"], compressed, compress=True)
+    with ReferenceIndex(sarscov2_index) as ix, ReferenceIndex(older) as old, ReferenceIndex(compressed) as cz:
+        for get in ("packed", "kmers", "positions"):
+            a = getattr(ix, get)()
+            assert mapped(a) and not a.flags.writeable and a.ctypes.data % 4096 == 0, get
+            assert not mapped(getattr(old, get)()), get
+            assert np.array_equal(a, getattr(old, get)()) and np.array_equal(a, getattr(cz, get)()), get
+        assert mapped(ix.kmer_starts(np.uint32)) and not mapped(cz.kmer_starts(np.uint32))
+        for dtype in (np.uint32, np.int64):
+            starts = ix.kmer_starts(dtype)
+            assert starts.dtype == dtype and old.kmer_starts(dtype).dtype == dtype
+            assert np.array_equal(starts, old.kmer_starts(dtype)) and np.array_equal(starts, cz.kmer_starts(dtype))
+    with h5py.File(compressed) as f:
+        assert f["qgrams/kmers"].compression == "gzip" and f["qgrams/positions"].compression is None
 
 
 # ---------------------------------------------------------------- real genomes
