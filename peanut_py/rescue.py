@@ -121,38 +121,53 @@ def _kernel(device):
     return kernels(device, "rescue").rescue_align
 
 
-def align_windows(device, resident, text, rs_start, task_rs, lo, hi, opts, queue=None):
+# Work-items per rescue task on a GPU: rows of the read per work-item = ceil(m / GROUP) (kernels/rescue.cl).
+RESCUE_GROUP = 64
+
+
+def rescue_group_size(device, kernel):
+    """Work-items per task: one on a CPU device (the plain column-by-column program, no barriers to pay),
+    else up to RESCUE_GROUP as the kernel and the device allow."""
+    if device.host_memory:
+        return 1
+    return device.work_group_size(kernel, RESCUE_GROUP)
+
+
+def align_windows(device, resident, text, rs_start, task_rs, lo, hi, opts, queue=None, group=None):
     """Run kernels/rescue.cl: per task (read strand ``task_rs``: host ``text[rs_start[rs]:rs_start[rs + 1]]``,
     global window [lo, hi)) the best alignment's score (NEG_INF: none), end cell (i, j) and start diagonal,
     as host int32 arrays.  ``queue`` (default the device's): the rescue stage of paired mapping runs beside
     the mapping core on the side queue; its buffers then come straight from the context, never from the
-    core's memory pool, whose freed buffers may still be in use on the main queue."""
+    core's memory pool, whose freed buffers may still be in use on the main queue. ``group``: work-items
+    per task (default :func:`rescue_group_size`); the results do not depend on it."""
+    import pyopencl as cl
     import pyopencl.array as cla
 
     n = len(task_rs)
     task_rs = np.ascontiguousarray(task_rs, dtype=np.uint32)
     rs_start = np.asarray(rs_start, dtype=np.int64)
     m = (rs_start[1:] - rs_start[:-1])[task_rs]
-    scratch_off = np.zeros(n + 1, dtype=np.uint64)
-    np.cumsum(4 * (m + 1), out=scratch_off[1:])
     queue = queue or device.queue
     allocator = device.pool if queue is device.queue else None
+    kernel = _kernel(device)
+    group = int(group or rescue_group_size(device, kernel))
+    max_m = int(m.max()) if n else 0
+    rows_cap = max(1, -(-max_m // group) * group)  # every work-item's block of rows fits
 
     def up(a, dtype):
         a = np.ascontiguousarray(a, dtype=dtype)
         return cla.to_device(queue, a if a.size else np.zeros(1, dtype), allocator=allocator)
 
-    d_rs, d_lo, d_hi, d_off = up(task_rs, np.uint32), up(lo, np.uint32), up(hi, np.uint32), up(scratch_off, np.uint64)
+    d_rs, d_lo, d_hi = up(task_rs, np.uint32), up(lo, np.uint32), up(hi, np.uint32)
     d_text, d_start = up(text, np.uint8), up(rs_start, np.uint32)
-    scratch = cla.empty(queue, max(int(scratch_off[-1]), 1), np.int32, allocator=allocator)
     outs = [cla.empty(queue, max(n, 1), np.int32, allocator=allocator) for _ in range(4)]
-    device.launch(
-        _kernel(device), n, np.uint32(n), d_rs.data, d_lo.data, d_hi.data, resident.packed.data,
-        resident.ambiguous.data, d_text.data, d_start.data, d_off.data, scratch.data,
-        np.int32(opts.match), np.int32(opts.mismatch), np.int32(opts.gap_open), np.int32(opts.gap_extend),
-        np.int32(AMBIGUOUS_PENALTY), np.int32(opts.clip), np.int32(1 if opts.local else 0),
-        *(o.data for o in outs), queue=queue,
-    )
+    if n:
+        kernel(queue, (n * group,), (group,), np.uint32(n), d_rs.data, d_lo.data, d_hi.data, resident.packed.data,
+               resident.ambiguous.data, d_text.data, d_start.data,
+               np.int32(opts.match), np.int32(opts.mismatch), np.int32(opts.gap_open), np.int32(opts.gap_extend),
+               np.int32(AMBIGUOUS_PENALTY), np.int32(opts.clip), np.int32(1 if opts.local else 0),
+               np.int32(rows_cap), cl.LocalMemory(4 * 4 * rows_cap), cl.LocalMemory(4 * 8 * group),
+               cl.LocalMemory(4 * 4 * group), *(o.data for o in outs))
     return tuple(o.get()[:n] for o in outs)
 
 

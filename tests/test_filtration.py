@@ -357,7 +357,12 @@ def test_uint64_starts_give_identical_candidates(device, planted):
     # Tables beyond 2^32 positions keep 64-bit CSR starts on the device; exercise that kernel variant.
     p = planted
     res = ResidentReference(device, *table_args(p["ref"], p["q"], p["step"]))
-    res.kmer_starts, res.starts_dtype = res.kmer_starts.astype(np.uint64), np.uint64
+    narrow = res.kmer_starts
+    res.kmer_starts, res.starts_dtype = narrow.astype(np.uint64), np.uint64
+    # On a CPU device the narrow buffer is the host array itself (resident.py): releasing it frees that array,
+    # so it must outlive the conversion still queued (dropping it at once crashed PoCL now and then).
+    device.queue.finish()
+    del narrow
     cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, min_votes=1, max_hits_per_pass=20_000)
     assert cand.n_ranges > 1
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))

@@ -352,16 +352,20 @@ def rescue_cases(rng, genome_seq, n_cases):
     return reads, tasks
 
 
-def run_kernel(device, genome, reads, tasks, opts):
+def run_kernel(device, genome, reads, tasks, opts, group=None):
     q = device.queue
     buf, host = read_buffer(q, reads)  # the validation tests' read buffer: forward, then reverse complement
     res = SimpleNamespace(packed=cla.to_device(q, genome.packed), ambiguous=cla.to_device(q, genome.ambiguous))
     rs, lo, hi = (np.array(c, dtype=np.int64) for c in zip(*tasks))
-    return rescue.align_windows(device, res, buf.text.get(), buf.rs_start_host, rs, lo, hi, opts), host.strands
+    return (rescue.align_windows(device, res, buf.text.get(), buf.rs_start_host, rs, lo, hi, opts, group=group),
+            host.strands)
 
 
+# work-items per task: the device's default, the plain program (1), and wavefronts of blocks of rows that
+# divide the reads unevenly (3), leave work-items without rows (64 > most reads here) or are GPU-sized (32)
+@pytest.mark.parametrize("group", [None, 1, 3, 32, 64])
 @pytest.mark.parametrize("local", [True, False])
-def test_rescue_kernel_equals_reference(device, local):
+def test_rescue_kernel_equals_reference(device, local, group):
     rng = random.Random(5 + local)
     seq = [rng.randrange(4) for _ in range(3000)]
     for a in range(400, 3000, 700):  # runs of ambiguous reference bases
@@ -370,7 +374,7 @@ def test_rescue_kernel_equals_reference(device, local):
     genome = Genome(seq)
     reads, tasks = rescue_cases(rng, seq, 80)
     opts = MapOptions(local=local, match=rng.choice([1, 2]), mismatch=4, gap_open=6, gap_extend=1, clip=5)
-    (score, end_i, end_j, start_d), strands = run_kernel(device, genome, reads, tasks, opts)
+    (score, end_i, end_j, start_d), strands = run_kernel(device, genome, reads, tasks, opts, group)
     found = 0
     for t, (rs, lo, hi) in enumerate(tasks):
         want = reference_rescue(strands[rs].tolist(), genome.window(lo, hi).tolist(), A=opts.match,
