@@ -35,7 +35,7 @@ FINE_BITS = 12  # buckets = top FINE_BITS bits of a q-gram value (all of them wh
 SORT_GROUP = 1 << 20  # keys per sort: consecutive buckets are sorted together up to about this many
 ROUND_KEYS = 1 << 29  # keys per scatter round (8 bytes each: 4 GiB); bounds the build's memory
 CHUNK = 1 << 20  # HDF5 chunk length in elements of the large datasets
-COPY_BLOCK = 1 << 24  # elements per write when a staged array is copied into the index
+FLUSH_ELEMENTS = 1 << 22  # elements buffered per dataset before a write to HDF5 (rounded to whole chunks)
 MAX_GLOBAL = 1 << 32  # global positions are uint32 on the device
 # kmers and starts are sorted, so shuffle + gzip level 1 shrinks them 3x and 40x (chr20); positions and
 # packed gain under 20 % and would load 10x slower, so they stay uncompressed (measurements in FORMAT.md).
@@ -87,49 +87,30 @@ def _exception_runs(seq, codes):
     return idx[first].astype(np.int64), idx[last - 1].astype(np.int64) + 1, letters[first]
 
 
-class _Staging:
-    """Collects one array of the q-gram table in a raw temporary file beside the index.
+class _Writer:
+    """Writes one 1-D dataset front to back in blocks of whole chunks (a compressed chunk is then written
+    once, never read back and rewritten)."""
 
-    Its final length is known only when the last sort group has been masked, and the mapper wants it as one
-    contiguous, uncompressed dataset (HDF5 cannot resize those), so the array is staged here and copied into
-    its dataset at the end: one sequential copy, a few seconds at human scale.
-    """
-
-    def __init__(self, directory, name, dtype):
-        fd, self.path = tempfile.mkstemp(prefix=f".peanut-{name}.", suffix=".tmp", dir=directory)
-        self.file = os.fdopen(fd, "wb")
-        self.dtype = np.dtype(dtype)
-        self.size = 0
+    def __init__(self, ds):
+        self.ds, self.parts, self.pending, self.size = ds, [], 0, 0
+        self.block = ds.chunks[0] * max(1, FLUSH_ELEMENTS // ds.chunks[0]) if ds.chunks else FLUSH_ELEMENTS
 
     def append(self, arr):
-        a = np.ascontiguousarray(arr, dtype=self.dtype)
-        self.file.write(a.data)
-        self.size += a.size
+        if arr.size:
+            self.parts.append(arr)
+            self.pending += arr.size
+            if self.pending >= self.block:
+                self.flush(final=False)
 
-    def store(self, group, name, compress):
-        """Write the staged array as dataset ``group/name``: contiguous and raw, or chunked with SMALL."""
-        self.file.close()
-        n = self.size
-        if compress:
-            ds = group.create_dataset(name, shape=(n,), maxshape=(None,), dtype=self.dtype,
-                                      chunks=(max(1, min(CHUNK, n)),), **SMALL)
-        else:
-            ds = group.create_dataset(name, shape=(n,), dtype=self.dtype)
-        block = COPY_BLOCK
-        with open(self.path, "rb") as f:
-            for lo in range(0, n, block):
-                data = np.fromfile(f, dtype=self.dtype, count=min(block, n - lo))
-                if data.size != min(block, n - lo):
-                    raise OSError(f"{self.path}: staging file cut short")
-                ds[lo:lo + data.size] = data
-
-    def discard(self):
-        if not self.file.closed:
-            self.file.close()
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+    def flush(self, final=True):
+        if not self.parts:
+            return
+        data = np.concatenate(self.parts) if len(self.parts) > 1 else self.parts[0]
+        n = data.size if final else data.size - data.size % self.block
+        self.ds[self.size:self.size + n] = data[:n]
+        self.size += n
+        rest = data[n:]
+        self.parts, self.pending = ([rest], rest.size) if rest.size else ([], 0)
 
 
 def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_threshold=DEFAULT_MASK_THRESHOLD,
@@ -266,25 +247,26 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
     g.create_dataset("offsets", data=np.array(offsets, dtype=np.int64))
     g.create_dataset("md5", data=np.array(md5s, dtype=object), dtype=h5py.string_dtype("ascii"))
 
-    # ---- pass 2: scatter keys round by round, sort bucket groups, mask, stream P into the file
+    # ---- pass 2: scatter keys round by round, sort bucket groups, mask, write P into the file
     qg = h5.create_group("qgrams")
     total_keys = int(counts.sum())
-    staging_dir = os.path.dirname(os.path.abspath(h5.filename))
     starts_dtype = np.uint32 if total_keys < 1 << 32 else np.int64
-    staged = []
-    try:
-        for name, dtype in (("kmers", np.uint32), ("starts", starts_dtype), ("positions", np.uint32)):
-            staged.append(_Staging(staging_dir, name, dtype))
-        kmers_out, starts_out, pos_out = staged
-        starts_out.append(np.zeros(1, dtype=starts_dtype))
-        kept, masked, kmers_masked, n_kmers = _sort_qgrams(contigs, counts, q, step, shift, mask_threshold,
-                                                           round_keys, total_keys, log, kmers_out, starts_out,
-                                                           pos_out)
-        for name, out in zip(("kmers", "starts", "positions"), staged):
-            out.store(qg, name, compress and name != "positions")
-    finally:
-        for out in staged:
-            out.discard()
+
+    def create(n_kmers, n_positions):
+        # Exact lengths, so the big arrays can be contiguous (the mapper maps them; HDF5 cannot resize those).
+        out = []
+        for name, dtype, n in (("kmers", np.uint32, n_kmers), ("starts", starts_dtype, n_kmers + 1),
+                               ("positions", np.uint32, n_positions)):
+            if compress and name != "positions":
+                ds = qg.create_dataset(name, shape=(n,), maxshape=(None,), dtype=dtype,
+                                       chunks=(max(1, min(CHUNK, n)),), **SMALL)
+            else:
+                ds = qg.create_dataset(name, shape=(n,), dtype=dtype)
+            out.append(_Writer(ds))
+        return out
+
+    kept, masked, kmers_masked, n_kmers = _sort_qgrams(contigs, counts, q, step, shift, mask_threshold,
+                                                       round_keys, total_keys, log, create)
 
     checksum = reference_checksum(names, md5s)
     attrs = dict(
@@ -311,18 +293,42 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
                 exception_runs=int(sum(p[0].size for p in exc_parts)))
 
 
-def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, total_keys, log, kmers_out,
-                 starts_out, pos_out):
-    """Scatter keys round by round, sort bucket groups, mask, and append P in CSR form to the staging files.
+def _group_p(keys, mask_threshold):
+    """The sorted keys of one sort group -> (kmers, counts, positions) of its kept q-grams, kmers masked,
+    positions masked."""
+    values = (keys >> np.uint64(32)).astype(np.uint32)
+    first = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1))
+    cnt = np.diff(np.append(first, values.size))
+    positions = keys.astype(np.uint32)  # the low 32 bits
+    kv = values[first]
+    kmers_masked = masked = 0
+    if mask_threshold > 0:
+        keep = cnt <= mask_threshold
+        if not keep.all():
+            kmers_masked = int(keep.size - np.count_nonzero(keep))
+            masked = int(cnt[~keep].sum())
+            positions = positions[np.repeat(keep, cnt)]
+            kv, cnt = kv[keep], cnt[keep]
+    return kv, cnt, positions, kmers_masked, masked
+
+
+def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, total_keys, log, create):
+    """Scatter keys round by round, sort bucket groups, mask, and write P in CSR form.
+
+    The datasets need their exact lengths before the first write (``create(n_kmers, n_positions)`` returns
+    their writers), and those are known only after masking: a first sweep over the sorted groups counts,
+    a second writes. With one round (up to ROUND_KEYS positions: chr20, yeast, any genome up to ~500 Mbp)
+    the key buffer stays sorted between the sweeps; with several rounds (a human genome) every round is
+    scattered and sorted twice, which doubles the sorting time but needs no disk beyond the index.
     Returns (positions kept, positions masked, kmers masked, kmers kept)."""
     _indexbuild = _extension()
     groups = _plan(counts, SORT_GROUP)
     rounds = _plan_rounds(groups, counts, round_keys)
     buf = np.empty(max((r[2] for r in rounds), default=0), dtype=np.uint64)
-    kept = masked = kmers_masked = n_kmers = 0
-    for r, (b_lo, b_hi, size, round_groups) in enumerate(rounds):
-        if len(rounds) > 1 or total_keys >= 10_000_000:
-            log(f"sorting q-grams: round {r + 1}/{len(rounds)}, {size:,} of {total_keys:,} positions")
+
+    def sorted_groups(r):
+        """Scatter round r's keys into buf, sort each of its groups in place; yields each group's keys."""
+        b_lo, b_hi, size, round_groups = rounds[r]
         bounds = np.zeros(b_hi - b_lo + 1, dtype=np.int64)
         np.cumsum(counts[b_lo:b_hi], out=bounds[1:])
         cursor = np.zeros(counts.size, dtype=np.int64)
@@ -334,24 +340,40 @@ def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, to
         for g_lo, g_hi in round_groups:
             keys = buf[bounds[g_lo - b_lo]:bounds[g_hi - b_lo]]
             keys.sort()
-            values = (keys >> np.uint64(32)).astype(np.uint32)
-            first = np.flatnonzero(values[1:] != values[:-1]) + 1
-            first = np.concatenate(([0], first))
-            cnt = np.diff(np.append(first, values.size))
-            positions = keys.astype(np.uint32)  # the low 32 bits
-            kv = values[first]
-            if mask_threshold > 0:
-                keep = cnt <= mask_threshold
-                if not keep.all():
-                    kmers_masked += int(keep.size - np.count_nonzero(keep))
-                    masked += int(cnt[~keep].sum())
-                    positions = positions[np.repeat(keep, cnt)]
-                    kv, cnt = kv[keep], cnt[keep]
-            kmers_out.append(kv)
-            starts_out.append(kept + np.cumsum(cnt))
-            pos_out.append(positions)
-            kept += positions.size
+            yield keys
+
+    def groups_of(r, sweep):
+        if len(rounds) == 1 and sweep == 1:  # still sorted from the first sweep
+            b_lo, b_hi, _, round_groups = rounds[0]
+            bounds = np.concatenate(([0], np.cumsum(counts[b_lo:b_hi])))
+            return (buf[bounds[g_lo - b_lo]:bounds[g_hi - b_lo]] for g_lo, g_hi in round_groups)
+        if len(rounds) > 1 or total_keys >= 10_000_000:
+            log(f"sorting q-grams ({'counting' if sweep == 0 else 'writing'}): round {r + 1}/{len(rounds)}, "
+                f"{rounds[r][2]:,} of {total_keys:,} positions")
+        return sorted_groups(r)
+
+    kept = masked = kmers_masked = n_kmers = 0
+    for r in range(len(rounds)):
+        for keys in groups_of(r, 0):
+            kv, _, positions, km, m = _group_p(keys, mask_threshold)
             n_kmers += kv.size
+            kept += positions.size
+            kmers_masked += km
+            masked += m
+    kmers_out, starts_out, pos_out = create(n_kmers, kept)
+    starts_out.append(np.zeros(1, dtype=starts_out.ds.dtype))
+    written = 0
+    for r in range(len(rounds)):
+        for keys in groups_of(r, 1):
+            kv, cnt, positions, _, _ = _group_p(keys, mask_threshold)
+            kmers_out.append(kv)
+            starts_out.append((written + np.cumsum(cnt)).astype(starts_out.ds.dtype))
+            pos_out.append(positions)
+            written += positions.size
+    for out in (kmers_out, starts_out, pos_out):
+        out.flush()
+    if written != kept or kmers_out.size != n_kmers:
+        raise AssertionError("the writing sweep does not match the counting sweep")
     return kept, masked, kmers_masked, n_kmers
 
 

@@ -214,15 +214,15 @@ def test_random_genomes_match_brute_force(tmp_path, seed, q, step, mask):
 
 
 @pytest.mark.parametrize("round_keys,sort_group,block", [(1, 1, 3), (50, 7, 64), (1000, 100, 1 << 20)])
-def test_rounds_groups_and_copies_do_not_change_the_result(tmp_path, monkeypatch, round_keys, sort_group, block):
-    """Tiny scatter rounds, sort groups and staging copies (the code paths of a human genome) give the same P,
-    and the staging files are gone afterwards."""
+def test_rounds_groups_and_writes_do_not_change_the_result(tmp_path, monkeypatch, round_keys, sort_group, block):
+    """Tiny scatter rounds (each sorted twice: a counting and a writing sweep), sort groups and write blocks
+    (the code paths of a human genome) give the same P, and no temporary file is left."""
     rng = np.random.default_rng(round_keys)
     fa = tmp_path / "g.fa"
     records = write_fasta(fa, random_genome(rng, 6), rng)
     monkeypatch.setattr(reference, "SORT_GROUP", sort_group)
-    monkeypatch.setattr(reference, "COPY_BLOCK", block)
-    monkeypatch.setattr(reference, "CHUNK", max(1, block // 2))  # compressed: several chunks per copy block
+    monkeypatch.setattr(reference, "FLUSH_ELEMENTS", block)
+    monkeypatch.setattr(reference, "CHUNK", max(1, block // 2))  # compressed: several chunks per write
     for q, mask, compress in ((16, 10, False), (6, 0, True), (2, 300, False)):
         out = tmp_path / f"g{q}.h5"
         build_index(fa, out, q=q, step=1, mask_threshold=mask, round_keys=round_keys, compress=compress)
