@@ -1,7 +1,7 @@
 // Filtration (PEANUT, Algorithm 2): reference q-grams against the q-group index of a read buffer, then the
 // raw hits grouped by read strand, sorted by diagonal and collapsed into candidates on the device.
 //
-// Defines: Q, SAMPLE_S (as for qgroup.cl), STARTS_T (uint or ulong: type of the q-gram table's CSR starts),
+// Defines: Q, S_STRIDE (as for qgroup.cl), STARTS_T (uint or ulong: type of the q-gram table's CSR starts),
 // EMIT_BLOCK (hits per work-item of the emit pass), SORT_BLOCK (slot entries sorted by insertion before
 // merging).  Hits are produced for the read strands whose text lies in [t0, t1) only (read strands
 // r0 .. r1 - 1), so that a buffer's hits can be processed in ranges of read strands of bounded size.

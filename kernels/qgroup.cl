@@ -1,27 +1,27 @@
 // q-group index over a read buffer (PEANUT, Algorithm 1).
 //
-// Defines: Q (q-gram length, 4..16), SAMPLE_S (1: S holds only even groups, odd groups add one popcount).
+// Defines: Q (q-gram length, 4..16), S_STRIDE (S holds every S_STRIDE-th group: 1, 2, 4, 8 or 16; the groups
+// in between add the popcounts of the preceding words of I, which lie in the same 64-byte line of I).
 // The text holds, per read strand rs = 2*read + strand, its bases (0..3, 4 = N) back to back; rs_start has
 // n_rs + 1 entries and pos_rs maps every text position to its read strand.  A q-gram at text position t is
 // indexed when it lies inside one read strand and contains no code 4.
 
 // ---- lookup helpers, shared with filter.cl (which includes this file with QGROUP_LOOKUP_ONLY) ----
 
-#ifndef SAMPLE_S
-#define SAMPLE_S 0
+#ifndef S_STRIDE
+#define S_STRIDE 1
 #endif
 
-// S[i] of the paper.  With SAMPLE_S only even groups are stored; an odd group adds the popcount of its
-// even neighbour, which lies in the same cache line of I.
+// S[i] of the paper.  Only every S_STRIDE-th group's S is stored (a sampled S is what a CPU device pays for
+// in fresh memory: 256 MiB at stride 2 for q = 16, 32 MiB at 16); a group in between adds the popcounts of
+// the words of I before it in its run of S_STRIDE words, all in one cache line of I.
 inline uint group_start(__global const uint *I, __global const uint *S, uint i)
 {
-#if SAMPLE_S
-    uint s = S[i >> 1];
-    if (i & 1u) s += popcount(I[i - 1]);
-    return s;
-#else
-    return S[i];
+    uint s = S[i / S_STRIDE];
+#if S_STRIDE > 1
+    for (uint k = i & ~(uint)(S_STRIDE - 1); k < i; ++k) s += popcount(I[k]);
 #endif
+    return s;
 }
 
 // Slot of q-gram g in S' (S[i] + j' in the paper); only meaningful when bit j of I[i] is set.
@@ -127,9 +127,9 @@ __kernel void mark_groups(__global const uint *value, __global const uchar *vali
 }
 
 // Algorithm 1, lines 5-8, one work-item per block: S of its groups from the block's first slot
-// (block_start, the exclusive prefix sum of block_count).  With SAMPLE_S, S holds even groups only and the
-// block walks I as pairs of groups.  Unlike a generic scan this reads I once and needs no scratch as large
-// as S (on a CPU device the first touch of fresh memory costs as much as the scan).
+// (block_start, the exclusive prefix sum of block_count); every S_STRIDE-th group is stored (GROUP_BLOCK is
+// a multiple of S_STRIDE).  Unlike a generic scan this reads I once and needs no scratch as large as S (on
+// a CPU device the first touch of fresh memory costs as much as the scan).
 __kernel void group_starts(__global const uint *I, const uint n_groups, __global const uint *block_start,
                            const uint n_blocks, __global uint *S)
 {
@@ -137,17 +137,10 @@ __kernel void group_starts(__global const uint *I, const uint n_groups, __global
     if (b >= n_blocks) return;
     uint run = block_start[b];
     uint i = b * GROUP_BLOCK, end = min(n_groups, i + GROUP_BLOCK);
-#if SAMPLE_S
-    for (; i < end; i += 2) {
-        S[i >> 1] = run;
-        run += popcount(I[i]) + (i + 1 < end ? popcount(I[i + 1]) : 0u);
-    }
-#else
     for (; i < end; ++i) {
-        S[i] = run;
+        if (i % S_STRIDE == 0) S[i / S_STRIDE] = run;
         run += popcount(I[i]);
     }
-#endif
 }
 
 // Algorithm 1, lines 10-13: occurrences per distinct q-gram (slot S[i] + j').  The q-gram value of every

@@ -277,7 +277,7 @@ class _Filtration:
         self.key_bits = self.diag_bits + max(1, (rb.n_rs - 1).bit_length())
         if self.key_bits > 64:
             raise PeanutError("filtration: read strand id and diagonal do not fit one 64-bit key")
-        self.knl = kernels(device, "filter", Q=qi.q, SAMPLE_S=int(qi.sample_s), STARTS_T=resident.starts_ctype,
+        self.knl = kernels(device, "filter", Q=qi.q, S_STRIDE=qi.s_stride, STARTS_T=resident.starts_ctype,
                            EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
         self.tools = _tools(device)
         self.step = StepTimer(device.queue, profile)

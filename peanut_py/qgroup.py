@@ -18,7 +18,12 @@ from .errors import PeanutError
 
 MAX_READ_LENGTH = 1024
 W = 32  # bits per word of I (the paper's w)
-GROUP_BLOCK = 1024  # groups (words of I) per block of the S computation; even, for the sampled S
+GROUP_BLOCK = 1024  # groups (words of I) per block of the S computation; a multiple of S_STRIDE
+# Groups per stored entry of a sampled S (the paper's 2; up to 16, the words of I in one 64-byte line). A
+# larger stride shrinks S (q = 16: 256 MiB at 2, 32 MiB at 16: less fresh memory in a CPU device's first
+# buffer) but adds popcounts to every lookup; on the 2-core VM 16 saved no time overall (every later buffer
+# ~0.08 s slower of 1.5 s; docs/mapping.md, "Memory").
+S_STRIDE = 2
 # Text positions index pyopencl scans and RadixSorts whose index type is int32.
 MAX_TEXT = (1 << 31) - 1
 
@@ -142,10 +147,11 @@ class ReadBuffer:
 class QGroupIndex:
     """The q-group index (I, S, S', O) of a :class:`ReadBuffer`, built on the device (Algorithm 1).
 
-    ``sample_s`` stores S only for even groups (the paper's sampling): I + S then take 1.5 bits per
-    possible q-gram instead of 2, at the cost of one popcount per lookup in an odd group.
+    ``sample_s`` stores S only for every S_STRIDE-th group (the paper samples every second): I + S then take
+    1 + 1/S_STRIDE bits per possible q-gram instead of 2, at the cost of up to S_STRIDE - 1 popcounts per
+    lookup (words of I in the same cache line).
     Attributes: ``I``, ``S``, ``Sp`` (device uint32 arrays), ``O`` (uint32 text positions), ``q``,
-    ``sample_s``, ``n_groups``, ``n_distinct`` (distinct q-grams), ``n_occurrences`` (len of O).
+    ``sample_s``, ``s_stride``, ``n_groups``, ``n_distinct`` (distinct q-grams), ``n_occurrences`` (len of O).
     With ``profile`` the queue is drained after every step and ``timings`` holds seconds per step.
     """
 
@@ -161,7 +167,8 @@ class QGroupIndex:
                 f"q={q}: the q-group index needs {need / 2**20:.0f} MiB (I alone {self.n_groups * 4 / 2**20:.0f} MiB), "
                 f"more than this device offers ({device.max_alloc / 2**20:.0f} MiB per allocation); use a smaller q"
             )
-        knl = kernels(device, "qgroup", Q=q, SAMPLE_S=int(self.sample_s), GROUP_BLOCK=GROUP_BLOCK)
+        self.s_stride = S_STRIDE if self.sample_s else 1
+        knl = kernels(device, "qgroup", Q=q, S_STRIDE=self.s_stride, GROUP_BLOCK=GROUP_BLOCK)
         scan = _scans(device)
         rb = read_buffer
         n_text = np.uint32(rb.n_text)
@@ -189,7 +196,7 @@ class QGroupIndex:
         scratch = _empty(device, n_blocks + 1, np.uint32)
         scan(block_count, block_start, scratch, size=n_blocks + 1, queue=device.queue)
         del block_count, scratch
-        self.S = _empty(device, (self.n_groups + 1) // 2 if self.sample_s else self.n_groups, np.uint32)
+        self.S = _empty(device, -(-self.n_groups // self.s_stride), np.uint32)
         device.launch(knl.group_starts, n_blocks, self.I.data, np.uint32(self.n_groups), block_start.data,
                       np.uint32(n_blocks), self.S.data)
         self.n_distinct = int(block_start[n_blocks : n_blocks + 1].get()[0])
@@ -231,9 +238,10 @@ class QGroupIndex:
 
 def index_fixed_bytes(q, sample_s=True):
     """Device bytes of a q-group index that depend on q only, at the peak of its build: I (4^q / 8 bytes), S
-    (half or all of that again) and the block counts and starts of the S computation (8 bytes per block)."""
+    (1/S_STRIDE or all of that again) and the block counts and starts of the S computation (8 bytes per
+    block)."""
     i_bytes = 4**q // 8
-    s_bytes = i_bytes // 2 if sample_s else i_bytes
+    s_bytes = i_bytes // S_STRIDE if sample_s else i_bytes
     blocks = -(-(i_bytes // 4) // GROUP_BLOCK) + 1
     return i_bytes + s_bytes + 8 * blocks
 

@@ -6,6 +6,7 @@ import types
 import numpy as np
 import pytest
 
+from peanut_py import qgroup
 from peanut_py.device import Device
 from peanut_py.errors import PeanutError
 from peanut_py.filtration import (
@@ -438,7 +439,7 @@ def test_collapse_slots_with_many_hits_and_empty_slots(device):
     slot_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.uint32)
     total = int(slot_start[-1])
     dev = lambda a: cla.to_device(device.queue, a)  # noqa: E731
-    knl = kernels(device, "filter", Q=16, SAMPLE_S=1, STARTS_T="uint", EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
+    knl = kernels(device, "filter", Q=16, S_STRIDE=qgroup.S_STRIDE, STARTS_T="uint", EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
     raw = []
     cand = collapse_slots(device, knl, _tools(device), dev(np.concatenate(slots)), total, dev(slot_start), len(slots),
                           dev(rs_start), r0, dev(table), gap, raw=raw)

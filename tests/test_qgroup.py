@@ -5,6 +5,7 @@ import types
 import numpy as np
 import pytest
 
+from peanut_py import qgroup
 from peanut_py.device import Device
 from peanut_py.errors import PeanutError
 from peanut_py.qgroup import BUILD_BYTES_PER_BASE, QGroupIndex, ReadBuffer, index_fixed_bytes, reads_per_buffer
@@ -70,7 +71,7 @@ def ref_qgroup(g, t, q, sample_s):
     S = (np.cumsum(pc) - pc).astype(np.uint32)
     Sp = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint32)
     O = t[np.lexsort((t, g))].astype(np.uint32)
-    return I, (S[::2] if sample_s else S), Sp, O
+    return I, (S[:: qgroup.S_STRIDE] if sample_s else S), Sp, O
 
 
 def random_reads(rng, n, lo, hi, n_rate=0.0):
@@ -127,9 +128,11 @@ def test_read_buffer_rejects_bad_input(device):
 
 # ---------------------------------------------------------------- QGroupIndex
 
-@pytest.mark.parametrize("q", [8, 11])
-@pytest.mark.parametrize("sample_s", [True, False])
-def test_qgroup_random_reads(device, q, sample_s):
+@pytest.mark.parametrize("q", [4, 8, 11])  # q = 4: fewer groups (8) than one stride of 16
+@pytest.mark.parametrize("stride", [1, 2, 4, 16])  # S for every group, every second (the paper's), ...
+def test_qgroup_random_reads(device, monkeypatch, q, stride):
+    monkeypatch.setattr(qgroup, "S_STRIDE", max(stride, 2))
+    sample_s = stride > 1
     rng = np.random.default_rng(q)
     codes, offsets = random_reads(rng, 400, 30, 300, n_rate=0.01)
     # Repeats inside the buffer: frequent q-grams give long slots in O.
@@ -151,7 +154,7 @@ def test_sort_occurrences_any_order(device):
     O[Sp[7] : Sp[8]] = np.arange(1000)[::-1]  # descending: the worst case for insertion
     O[Sp[8] : Sp[9]] = np.arange(4000) ^ 1  # nearly sorted: insertion within budget
     d_O = cla.to_device(device.queue, O)
-    knl = kernels(device, "qgroup", Q=8, SAMPLE_S=1)
+    knl = kernels(device, "qgroup", Q=8, S_STRIDE=qgroup.S_STRIDE)
     device.launch(knl.sort_occurrences, len(sizes), cla.to_device(device.queue, Sp).data, np.uint32(len(sizes)), d_O.data)
     want = np.concatenate([np.sort(O[Sp[i] : Sp[i + 1]]) for i in range(len(sizes))])
     np.testing.assert_array_equal(d_O.get(), want)
