@@ -13,7 +13,7 @@ from collections import namedtuple
 import numpy as np
 
 from .errors import PeanutError
-from .qgroup import MAX_READ_LENGTH, StepTimer, _empty, _zeros, kernels
+from .qgroup import MAX_READ_LENGTH, StepTimer, _empty, _scans, _zeros, kernels
 
 DEFAULT_COLLAPSE_GAP = 8
 EMIT_BLOCK = 32  # raw hits per work-item of the emit pass
@@ -99,20 +99,10 @@ def _tools(device):
             input_expr="counts[i]", scan_expr="a + b", neutral="0",
             output_statement="offsets[i] = prev_item; if (i == N - 1) total[0] = item;",
         ),
-        # Slot of each read strand (with a closing entry) and its fill cursor.
-        "slot_starts": GenericScanKernel(
-            ctx, np.uint32,
-            arguments="__global const uint *hits, __global uint *start, __global uint *cursor",
-            input_expr="hits[i]", scan_expr="a + b", neutral="0",
-            output_statement="start[i] = prev_item; cursor[i] = prev_item;",
-        ),
-        # First candidate of each slot; the total is the number of candidates.
-        "cand_starts": GenericScanKernel(
-            ctx, np.uint32,
-            arguments="__global const uint *n_kept, __global uint *start, __global uint *total",
-            input_expr="n_kept[i]", scan_expr="a + b", neutral="0",
-            output_statement="start[i] = prev_item; if (i == N - 1) total[0] = item;",
-        ),
+        # Slot of each read strand (with a closing entry) and its fill cursor; also the first candidate of each
+        # slot. The q-group index's scan does exactly this (every pyopencl scan is several programs to build
+        # at start-up).
+        "slot_starts": _scans(device),
         # Intervals sorted by (rs, lo): largest hi so far within the read strand, before entry i.
         "running_hi": GenericScanKernel(
             ctx, np.uint32,
@@ -513,9 +503,10 @@ def collapse_slots(device, knl, tools, diags, total, slot_start, n_slots, rs_sta
         sizes = np.diff(slot_start.get()[: n_slots + 1].astype(np.int64))
         raw.append((np.repeat(np.arange(r0, r0 + n_slots, dtype=np.uint32), sizes), diags.get()[:total]))
     cand_start = _empty(device, n_slots + 1, np.uint32)
-    n_out = _empty(device, 1, np.uint32)
-    tools["cand_starts"](n_kept, cand_start, n_out, size=n_slots + 1, queue=device.queue)
-    n_c = int(n_out.get()[0])
+    copy = _empty(device, n_slots + 1, np.uint32)
+    tools["slot_starts"](n_kept, cand_start, copy, size=n_slots + 1, queue=device.queue)
+    del copy
+    n_c = int(cand_start[n_slots : n_slots + 1].get()[0])  # n_kept's closing entry is 0
     out = [_empty(device, n_c, np.uint32) for _ in range(4)]
     device.launch(knl.write_candidates, n_slots, diags.data, *common, cand_start.data, *(a.data for a in out))
     part = Candidates(n_c, *out)

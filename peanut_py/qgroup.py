@@ -33,7 +33,8 @@ _scan_cache = weakref.WeakKeyDictionary()
 
 
 def _scans(device):
-    """Prefix-sum kernels of Algorithm 1, compiled once per device."""
+    """The exclusive prefix sum of Algorithm 1 (uint32 counts -> starts and a copy), compiled once per device;
+    filtration uses it too (slot and candidate starts)."""
     from pyopencl.scan import GenericScanKernel
 
     per_device = _scan_cache.get(device)
