@@ -684,6 +684,13 @@ class ReferenceIndex:
             letters = np.where(paint > 0, paint, letters).astype(np.uint8)
         return letters.tobytes().decode("ascii")
 
+    def _storage(self):
+        """How `peanut map` gets the q-gram table from this file: mapped, or read and inflated."""
+        names = ("qgrams/kmers", "qgrams/starts", "qgrams/positions")
+        raw = all(self._h5[n].chunks is None and not self._h5[n].id.get_create_plist().get_nfilters() for n in names)
+        return ("contiguous and raw: mapped from the page cache by peanut map" if raw
+                else "chunked or compressed: read and inflated into memory by peanut map at start-up")
+
     def describe(self):
         a = self.attrs
         n_kmers = self._h5["qgrams/kmers"].shape[0]
@@ -703,6 +710,7 @@ class ReferenceIndex:
             f"  mask threshold     {self.mask_threshold}" + ("  (no masking)" if self.mask_threshold == 0 else ""),
             f"  q-gram positions   {int(a.get('positions_kept', 0)):,} kept, {int(a.get('positions_masked', 0)):,} masked",
             f"  distinct q-grams   {n_kmers:,} kept, {int(a.get('kmers_masked', 0)):,} masked",
+            f"  q-gram table       {self._storage()}",
             f"  file size          {size / 1e6:,.1f} MB",
         ]
         show = 10

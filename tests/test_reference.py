@@ -432,6 +432,9 @@ def test_big_arrays_are_mapped_from_the_file(tmp_path, sarscov2_index):
             assert np.array_equal(starts, old.kmer_starts(dtype)) and np.array_equal(starts, cz.kmer_starts(dtype))
     with h5py.File(compressed) as f:
         assert f["qgrams/kmers"].compression == "gzip" and f["qgrams/positions"].compression is None
+    with ReferenceIndex(sarscov2_index) as ix, ReferenceIndex(older) as old, ReferenceIndex(compressed) as cz:
+        assert "q-gram table       contiguous and raw: mapped" in ix.describe()
+        assert "inflated into memory" in old.describe() and "inflated into memory" in cz.describe()
 
 
 # ---------------------------------------------------------------- real genomes
