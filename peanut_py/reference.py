@@ -6,7 +6,8 @@ sequence, the non-ACGT letters as exception intervals, and the table P of indexe
 
 Building never sorts one giant array: q-grams are counted per bucket (the top 12 bits of their value), then
 scattered round by round into a bounded buffer of 64-bit keys ``value << 32 | position`` and sorted bucket
-group by bucket group, which yields P in final order and is streamed into the HDF5 file.
+group by bucket group, which yields P in final order; a counting sweep and a writing sweep over the sorted
+groups let the big arrays be contiguous datasets of exact length, which the mapper maps from the file.
 """
 import hashlib
 import mmap
@@ -37,8 +38,9 @@ ROUND_KEYS = 1 << 29  # keys per scatter round (8 bytes each: 4 GiB); bounds the
 CHUNK = 1 << 20  # HDF5 chunk length in elements of the large datasets
 FLUSH_ELEMENTS = 1 << 22  # elements buffered per dataset before a write to HDF5 (rounded to whole chunks)
 MAX_GLOBAL = 1 << 32  # global positions are uint32 on the device
-# kmers and starts are sorted, so shuffle + gzip level 1 shrinks them 3x and 40x (chr20); positions and
-# packed gain under 20 % and would load 10x slower, so they stay uncompressed (measurements in FORMAT.md).
+# `peanut index --compress` only: kmers and starts are sorted, so shuffle + gzip level 1 shrinks them 3x and
+# 40x (chr20); positions and packed gain under 20 % and would load 10x slower, so they are never compressed
+# (measurements in FORMAT.md).
 SMALL = dict(compression="gzip", compression_opts=1, shuffle=True)
 
 # sequence letters (already uppercase) to base codes: A0 C1 G2 T3, anything else 4
@@ -326,11 +328,17 @@ def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, to
     rounds = _plan_rounds(groups, counts, round_keys)
     buf = np.empty(max((r[2] for r in rounds), default=0), dtype=np.uint64)
 
+    def round_bounds(r):
+        """Where each bucket of round r starts in buf (with a closing entry)."""
+        b_lo, b_hi = rounds[r][:2]
+        bounds = np.zeros(b_hi - b_lo + 1, dtype=np.int64)
+        np.cumsum(counts[b_lo:b_hi], out=bounds[1:])
+        return bounds
+
     def sorted_groups(r):
         """Scatter round r's keys into buf, sort each of its groups in place; yields each group's keys."""
         b_lo, b_hi, size, round_groups = rounds[r]
-        bounds = np.zeros(b_hi - b_lo + 1, dtype=np.int64)
-        np.cumsum(counts[b_lo:b_hi], out=bounds[1:])
+        bounds = round_bounds(r)
         cursor = np.zeros(counts.size, dtype=np.int64)
         cursor[b_lo:b_hi] = bounds[:-1]
         for words, n, offset, es, ee in contigs:
@@ -344,8 +352,8 @@ def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, to
 
     def groups_of(r, sweep):
         if len(rounds) == 1 and sweep == 1:  # still sorted from the first sweep
-            b_lo, b_hi, _, round_groups = rounds[0]
-            bounds = np.concatenate(([0], np.cumsum(counts[b_lo:b_hi])))
+            b_lo, _, _, round_groups = rounds[0]
+            bounds = round_bounds(0)
             return (buf[bounds[g_lo - b_lo]:bounds[g_hi - b_lo]] for g_lo, g_hi in round_groups)
         if len(rounds) > 1 or total_keys >= 10_000_000:
             log(f"sorting q-grams ({'counting' if sweep == 0 else 'writing'}): round {r + 1}/{len(rounds)}, "
@@ -569,14 +577,19 @@ class ReferenceIndex:
         fast = read_chunks_parallel(ds, self.path, dtype=dtype)
         return fast if fast is not None else ds[...].astype(dtype, copy=False)
 
+    @staticmethod
+    def _mappable(ds):
+        """Whether ``ds`` is stored so that it can be mapped: 1-D, contiguous in this file, unfiltered, native."""
+        plist = ds.id.get_create_plist()
+        return (ds.ndim == 1 and plist.get_layout() == h5py.h5d.CONTIGUOUS and not plist.get_nfilters()
+                and not plist.get_external_count() and ds.dtype.isnative and not ds.dtype.hasobject)
+
     def _mapped(self, ds):
-        """A contiguous, unfiltered 1-D dataset as a read-only array mapped from the file, else None.
+        """A mappable dataset (:meth:`_mappable`) as a read-only array mapped from the file, else None.
 
         Mapped pages come from the page cache, shared with every other process mapping the same index; an
         inflated copy costs fresh memory, which a VM charges for dearly (docs/mapping.md, "Memory")."""
-        plist = ds.id.get_create_plist()
-        if (ds.ndim != 1 or plist.get_layout() != h5py.h5d.CONTIGUOUS or plist.get_nfilters()
-                or plist.get_external_count() or not ds.dtype.isnative or ds.dtype.hasobject):
+        if not self._mappable(ds):
             return None
         offset = ds.id.get_offset()
         if offset is None:
@@ -686,8 +699,7 @@ class ReferenceIndex:
 
     def _storage(self):
         """How `peanut map` gets the q-gram table from this file: mapped, or read and inflated."""
-        names = ("qgrams/kmers", "qgrams/starts", "qgrams/positions")
-        raw = all(self._h5[n].chunks is None and not self._h5[n].id.get_create_plist().get_nfilters() for n in names)
+        raw = all(self._mappable(self._h5[n]) for n in ("qgrams/kmers", "qgrams/starts", "qgrams/positions"))
         return ("contiguous and raw: mapped from the page cache by peanut map" if raw
                 else "chunked or compressed: read and inflated into memory by peanut map at start-up")
 
