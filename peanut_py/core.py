@@ -2,9 +2,11 @@
 import time
 from dataclasses import dataclass, field
 
+from . import filtration, validation
 from .filtration import DEFAULT_COLLAPSE_GAP, filter_reference
-from .qgroup import QGroupIndex, ReadBuffer
-from .selection import BestStratumSelection
+from .qgroup import S_STRIDE, QGroupIndex, ReadBuffer, qgroup_kernels
+from .scans import exclusive_sum
+from .selection import BestStratumSelection, select_kernels
 from .validation import validate_hits
 
 
@@ -34,10 +36,27 @@ class MappingCore:
         self.collapse_gap = collapse_gap
         self.best_stratum = best_stratum
 
+    def warm_up(self):
+        """Build the OpenCL programs that every batch uses, in the order the first batch needs them.
+
+        About 20 programs at ~25 ms each from the driver's cache: run in a thread while the first batch is
+        read, they are ready (or being built, and then waited for, see ``Device.cached``) when it arrives.
+        Errors are left to the batch that needs the program: it builds again and reports them."""
+        q, gap = self.resident.q, DEFAULT_COLLAPSE_GAP if self.collapse_gap is None else self.collapse_gap
+        try:
+            qgroup_kernels(self.device, q)
+            exclusive_sum(self.device)
+            filtration.build_programs(self.device, self.resident, S_STRIDE)
+            if self.best_stratum:
+                select_kernels(self.device, q, self.resident.step, gap)
+            validation.build_programs(self.device)
+        except Exception:
+            pass
+
     def map_batch(self, codes, offsets):
         """``codes``/``offsets``: the batch's forward reads (see ReadBatch). Returns a DeviceResult."""
         t0 = time.perf_counter()
-        buffer = ReadBuffer(self.device, codes, offsets)
+        buffer = ReadBuffer(self.device, codes, offsets, q=self.resident.q)
         index = QGroupIndex(self.device, buffer, self.resident.q)
         t1 = time.perf_counter()
         kwargs = {} if self.collapse_gap is None else {"collapse_gap": self.collapse_gap}

@@ -196,7 +196,7 @@ class Device:
         self.pool = pyopencl.tools.MemoryPool(self.allocator)
         self._side_queue = None
         self._side_lock = threading.Lock()
-        self._programs = {}
+        self._built = {}
         self._lock = threading.Lock()
         # A cap (bytes) lets tests and benchmarks simulate a smaller device.
         self.global_mem = min(self.info.global_mem, memory_cap) if memory_cap else self.info.global_mem
@@ -216,27 +216,49 @@ class Device:
     def max_work_group(self):
         return self.info.max_work_group
 
+    def cached(self, key, build):
+        """``build()`` once per ``key`` on this device (programs, kernels, pyopencl scans), whichever thread asks
+        first; a thread asking while another builds the same key waits for that build instead of repeating it
+        (``MappingCore.warm_up`` builds ahead of the device thread). A failed build is not cached: the next
+        caller builds again and sees the error itself."""
+        while True:
+            with self._lock:
+                entry = self._built.get(key)
+                if entry is None:
+                    pending = self._built[key] = threading.Event()
+                    break
+            if not isinstance(entry, threading.Event):
+                return entry
+            entry.wait()
+        try:
+            value = build()
+        except BaseException:
+            with self._lock:
+                del self._built[key]
+            pending.set()
+            raise
+        with self._lock:
+            self._built[key] = value
+        pending.set()
+        return value
+
     def program(self, name, **defines):
         """Compile ``kernels/<name>.cl`` with ``-D KEY=VALUE`` for each define; cached per argument set."""
+        return self.cached(("program", name, tuple(sorted(defines.items()))), lambda: self._build(name, defines))
+
+    def _build(self, name, defines):
         cl = _cl()
-        key = (name, tuple(sorted(defines.items())))
-        with self._lock:
-            prg = self._programs.get(key)
-            if prg is not None:
-                return prg
-            path = kernel_dir() / f"{name}.cl"
-            try:
-                source = path.read_text()
-            except OSError as e:
-                raise PeanutError(f"cannot read kernel {path}: {e.strerror}") from None
-            options = [f"-D{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(defines.items())]
-            options += ["-I", str(path.parent)]
-            try:
-                prg = cl.Program(self.context, source).build(options=options)
-            except cl.RuntimeError as e:
-                raise PeanutError(f"OpenCL build of {path} failed:\n{e}") from None
-            self._programs[key] = prg
-            return prg
+        path = kernel_dir() / f"{name}.cl"
+        try:
+            source = path.read_text()
+        except OSError as e:
+            raise PeanutError(f"cannot read kernel {path}: {e.strerror}") from None
+        options = [f"-D{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(defines.items())]
+        options += ["-I", str(path.parent)]
+        try:
+            return cl.Program(self.context, source).build(options=options)
+        except cl.RuntimeError as e:
+            raise PeanutError(f"OpenCL build of {path} failed:\n{e}") from None
 
     def work_group_size(self, kernel, preferred=256):
         """A work-group size valid for ``kernel`` on this device (never a vendor-specific constant)."""

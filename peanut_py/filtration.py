@@ -7,13 +7,13 @@ collapsed into candidates by one work-item; clusters with fewer votes than the q
 dropped there (``min_votes``).  Ranges share no read strand, so their candidates are concatenated (see
 docs/core.md, "filtration").  The result does not depend on range, chunk or window sizes.
 """
-import weakref
 from collections import namedtuple
 
 import numpy as np
 
 from .errors import PeanutError
-from .qgroup import MAX_READ_LENGTH, StepTimer, _empty, _scans, _zeros, kernels
+from .qgroup import MAX_READ_LENGTH, StepTimer, _empty, _zeros, kernels
+from .scans import exclusive_sum
 
 DEFAULT_COLLAPSE_GAP = 8
 EMIT_BLOCK = 32  # raw hits per work-item of the emit pass
@@ -25,8 +25,6 @@ RADIX_BITS = 3
 BYTES_PER_HIT = 32
 HIT_SHARE = 0.5  # of the memory left free by the reference, the read buffer and its index
 MAX_WINDOW = (1 << 31) - 1  # int32 index of pyopencl's scans; uint32 slot offsets
-
-_cache = weakref.WeakKeyDictionary()
 
 # A counting pass over one chunk: kernel arguments naming its work-items (``work``, ``extra``), the present
 # kmers (device list, count) it ran over, the hit offsets per work-item and the chunk's hits.
@@ -82,27 +80,63 @@ def min_votes_table(min_votes, q, step=1, collapse_gap=DEFAULT_COLLAPSE_GAP, max
     return np.full(max_length + 1, int(min_votes), np.uint32)
 
 
+def filter_kernels(device, q, s_stride, starts_ctype):
+    """The kernels of ``kernels/filter.cl`` for a q-group index of ``q`` and ``s_stride`` and a q-gram table
+    whose starts have the C type ``starts_ctype``."""
+    return kernels(device, "filter", Q=int(q), S_STRIDE=int(s_stride), STARTS_T=starts_ctype, EMIT_BLOCK=EMIT_BLOCK,
+                   SORT_BLOCK=SORT_BLOCK)
+
+
+def build_programs(device, resident, s_stride):
+    """Build what every filtration against ``resident`` uses (see ``MappingCore.warm_up``)."""
+    filter_kernels(device, resident.q, s_stride, resident.starts_ctype)
+    tools = _tools(device)
+    tools["hit_offsets"], tools["slot_starts"]
+
+
 def _tools(device):
-    """Scan and sort kernels of the filtration, compiled once per device."""
+    """The filtration's scans and sort by name (``tools["hit_offsets"]``), each built on first use: those
+    that only a read strand with more raw hits than a window needs (the interval merge: 13 programs to
+    build) are never built by the runs that do not have one."""
+    return _Tools(device)
+
+
+class _Tools:
+    MERGE = ("running_hi", "interval_clusters", "keep_votes", "sort_intervals")
+
+    def __init__(self, device):
+        self.device = device
+
+    def __getitem__(self, name):
+        if name in self.MERGE:
+            return self.device.cached("filtration-merge", lambda: _merge_tools(self.device))[name]
+        if name == "slot_starts":
+            # Slot of each read strand (with a closing entry) and its fill cursor; also the first candidate
+            # of each slot.
+            return exclusive_sum(self.device)
+        if name == "hit_offsets":
+            return self.device.cached("hit-offsets", lambda: _hit_offsets(self.device))
+        raise KeyError(name)
+
+
+def _hit_offsets(device):
+    """Algorithm 2, line 6: where each kmer's hits go (uint64 counts -> exclusive sum and the total)."""
+    from pyopencl.scan import GenericScanKernel
+
+    return GenericScanKernel(
+        device.context, np.uint64,
+        arguments="__global const ulong *counts, __global ulong *offsets, __global ulong *total",
+        input_expr="counts[i]", scan_expr="a + b", neutral="0",
+        output_statement="offsets[i] = prev_item; if (i == N - 1) total[0] = item;",
+    )
+
+
+def _merge_tools(device):
     from pyopencl.algorithm import RadixSort
     from pyopencl.scan import GenericScanKernel
 
-    tools = _cache.get(device)
-    if tools is not None:
-        return tools
     ctx = device.context
-    tools = {
-        # Algorithm 2, line 6: where each kmer's hits go.
-        "hit_offsets": GenericScanKernel(
-            ctx, np.uint64,
-            arguments="__global const ulong *counts, __global ulong *offsets, __global ulong *total",
-            input_expr="counts[i]", scan_expr="a + b", neutral="0",
-            output_statement="offsets[i] = prev_item; if (i == N - 1) total[0] = item;",
-        ),
-        # Slot of each read strand (with a closing entry) and its fill cursor; also the first candidate of each
-        # slot. The q-group index's scan does exactly this (every pyopencl scan is several programs to build
-        # at start-up).
-        "slot_starts": _scans(device),
+    return {
         # Intervals sorted by (rs, lo): largest hi so far within the read strand, before entry i.
         "running_hi": GenericScanKernel(
             ctx, np.uint32,
@@ -146,8 +180,6 @@ def _tools(device):
             "(((ulong)rs[i]) << diag_bits) | lo[i]", ["rs", "lo", "hi", "votes"], bits_at_a_time=RADIX_BITS,
             key_dtype=np.uint64),
     }
-    _cache[device] = tools
-    return tools
 
 
 def sort_length(sorter, n):
@@ -267,8 +299,7 @@ class _Filtration:
         self.key_bits = self.diag_bits + max(1, (rb.n_rs - 1).bit_length())
         if self.key_bits > 64:
             raise PeanutError("filtration: read strand id and diagonal do not fit one 64-bit key")
-        self.knl = kernels(device, "filter", Q=qi.q, S_STRIDE=qi.s_stride, STARTS_T=resident.starts_ctype,
-                           EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
+        self.knl = filter_kernels(device, qi.q, qi.s_stride, resident.starts_ctype)
         self.tools = _tools(device)
         self.step = StepTimer(device.queue, profile)
         self.thresholds = (table > 1).any()

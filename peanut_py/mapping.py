@@ -1,5 +1,6 @@
 """`peanut map`: wires the index, the device, the pipeline and the SAM writer together."""
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -51,6 +52,14 @@ PIPELINE_BATCH = 1 << 18
 CPU_PIPELINE_BATCH = 1 << 15
 
 
+def _warm_up(core, paired):
+    core.warm_up()
+    if paired:
+        from . import rescue
+
+        rescue.build_programs(core.device)
+
+
 def pipeline_batch(device):
     """The largest batch the pipeline uses on ``device``, before its memory is considered."""
     return CPU_PIPELINE_BATCH if device.host_memory else PIPELINE_BATCH
@@ -87,18 +96,27 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
         batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes,
                                       max_reads=pipeline_batch(device))
     core = MappingCore(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
-    post = Postprocessor(index, genome, opts, device=device)
-    header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
-                            program_command_line=command_line)
-    if mates is not None or interleaved:
-        from .paired_mapping import map_pairs
+    paired = mates is not None or interleaved
+    # the programs build on a side thread while the postprocessor loads and the first batch is read
+    warm = threading.Thread(target=_warm_up, args=(core, paired), name="peanut-warm-up", daemon=True)
+    warm.start()
+    try:
+        post = Postprocessor(index, genome, opts, device=device)
+        header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
+                                program_command_line=command_line)
+        if paired:
+            from .paired_mapping import map_pairs
 
-        try:
             return map_pairs(core, post, index, header, reads_path, mates, opts, output=output, threads=threads,
                              batch_size=batch_size, insert_size=insert_size, log=log, t_start=t_start)
-        finally:
-            index.close()
+        return _map_single(core, post, header, reads_path, output, threads, batch_size, log, t_start)
+    finally:
+        # an exit while the warm-up is inside the driver aborts the process ("terminate called ...")
+        warm.join()
+        index.close()
 
+
+def _map_single(core, post, header, reads_path, output, threads, batch_size, log, t_start):
     stats = {"raw_hits": 0, "candidates": 0}
 
     def device_step(batch):
@@ -137,7 +155,6 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
             f"{summary['multi']:,} multi-mapped; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s)"
         )
         log(f"stage seconds (summed over threads): {stage_text}")
-    index.close()
     return summary
 
 

@@ -9,12 +9,12 @@ ascending within a q-gram).
 """
 import time
 import types
-import weakref
 from collections import namedtuple
 
 import numpy as np
 
 from .errors import PeanutError
+from .scans import exclusive_sum
 
 MAX_READ_LENGTH = 1024
 W = 32  # bits per word of I (the paper's w)
@@ -29,40 +29,15 @@ MAX_TEXT = (1 << 31) - 1
 
 QGroupHost = namedtuple("QGroupHost", "I S S_prime O")
 
-_scan_cache = weakref.WeakKeyDictionary()
-
-
-def _scans(device):
-    """The exclusive prefix sum of Algorithm 1 (uint32 counts -> starts and a copy), compiled once per device;
-    filtration uses it too (slot and candidate starts)."""
-    from pyopencl.scan import GenericScanKernel
-
-    per_device = _scan_cache.get(device)
-    if per_device is None:
-        # Counts -> exclusive prefix sum with a closing entry (the input's last element is 0) and a copy:
-        # S' and its fill cursor start out equal, and so do the block starts of S (copy unused).
-        per_device = _scan_cache[device] = GenericScanKernel(
-            device.context, np.uint32,
-            arguments="__global const uint *counts, __global uint *starts, __global uint *copy",
-            input_expr="counts[i]", scan_expr="a + b", neutral="0",
-            output_statement="starts[i] = prev_item; copy[i] = prev_item;",
-        )
-    return per_device
-
-
-_kernel_cache = weakref.WeakKeyDictionary()
-
-
 def kernels(device, name, **defines):
     """Kernel objects of ``kernels/<name>.cl``, created once per (device, defines) and reused.
 
     A kernel object carries its arguments, so one should be launched from one thread at a time."""
-    per_device = _kernel_cache.setdefault(device, {})
-    key = (name, tuple(sorted(defines.items())))
-    if key not in per_device:
+    def build():
         prg = device.program(name, **defines)
-        per_device[key] = types.SimpleNamespace(**{k.function_name: k for k in prg.all_kernels()})
-    return per_device[key]
+        return types.SimpleNamespace(**{k.function_name: k for k in prg.all_kernels()})
+
+    return device.cached(("kernels", name, tuple(sorted(defines.items()))), build)
 
 
 class StepTimer:
@@ -78,6 +53,12 @@ class StepTimer:
             now = time.perf_counter()
             self.times[step] = self.times.get(step, 0.0) + now - self._t
             self._t = now
+
+
+def qgroup_kernels(device, q, s_stride=None):
+    """The kernels of ``kernels/qgroup.cl`` for q-grams of length ``q`` and S sampled every ``s_stride`` groups."""
+    return kernels(device, "qgroup", Q=int(q), S_STRIDE=S_STRIDE if s_stride is None else int(s_stride),
+                   GROUP_BLOCK=GROUP_BLOCK)
 
 
 def _empty(device, n, dtype):
@@ -100,10 +81,11 @@ class ReadBuffer:
     (uint32, n_rs + 1), ``pos_rs`` (uint32, read strand of every text position).
 
     ``codes`` is the uint8 concatenation of the forward reads (0..3, anything else is N), ``offsets`` the
-    int64 read boundaries (n_reads + 1).
+    int64 read boundaries (n_reads + 1). ``q``: the q of the index that will be built over the buffer (the text
+    does not depend on it; the same program then serves both, one build fewer at start-up).
     """
 
-    def __init__(self, device, codes, offsets):
+    def __init__(self, device, codes, offsets, q=4):
         import pyopencl.array as cla
 
         codes = np.ascontiguousarray(codes, dtype=np.uint8)
@@ -130,7 +112,7 @@ class ReadBuffer:
         self.pos_rs = _empty(device, self.n_text, np.uint32)
         if self.n_text:
             d_codes = cla.to_device(device.queue, codes, allocator=device.pool)
-            knl = kernels(device, "qgroup", Q=4)  # build_text does not depend on Q
+            knl = qgroup_kernels(device, q, S_STRIDE)
             device.launch(knl.build_text, self.n_text, d_codes.data, self.rs_start.data, np.uint32(self.n_rs),
                           np.uint32(self.n_text), self.text.data, self.pos_rs.data)
             d_codes.finish()
@@ -169,8 +151,8 @@ class QGroupIndex:
                 f"more than this device offers ({device.max_alloc / 2**20:.0f} MiB per allocation); use a smaller q"
             )
         self.s_stride = S_STRIDE if self.sample_s else 1
-        knl = kernels(device, "qgroup", Q=q, S_STRIDE=self.s_stride, GROUP_BLOCK=GROUP_BLOCK)
-        scan = _scans(device)
+        knl = qgroup_kernels(device, q, self.s_stride)
+        scan = exclusive_sum(device)
         rb = read_buffer
         n_text = np.uint32(rb.n_text)
         step = StepTimer(device.queue, profile)

@@ -121,6 +121,14 @@ def _kernel(device):
     return kernels(device, "rescue").rescue_align
 
 
+def build_programs(device):
+    """Build the rescue kernel ahead of the first batch (see ``MappingCore.warm_up``); errors are left to it."""
+    try:
+        _kernel(device)
+    except Exception:
+        pass
+
+
 # Work-items per rescue task on a GPU: rows of the read per work-item = ceil(m / GROUP) (kernels/rescue.cl).
 RESCUE_GROUP = 64
 

@@ -18,7 +18,7 @@ chain's weight in the same spirit). Reads without a validated leader validate al
 import numpy as np
 
 from .qgroup import _empty, kernels
-from .validation import _cached
+from .scans import where
 
 LEAD_MARGIN = None  # votes below the read's most voted candidate still validated first; None = q
 DELTA = 3  # rival edits beyond the best that are always found (when the ratio allows)
@@ -28,16 +28,10 @@ PHASE_LEADER = 1
 PHASE_RIVAL = 2
 
 
-def _compactor(device):
-    """Indices i with phase[i] == want, in ascending order, and their number."""
-    from pyopencl.scan import GenericScanKernel
-
-    return _cached(device, "select-compact", lambda: GenericScanKernel(
-        device.context, np.uint32,
-        arguments="__global const uint *phase, const uint want, __global uint *out, __global uint *count",
-        input_expr="phase[i] == want ? 1 : 0", scan_expr="a + b", neutral="0",
-        output_statement="if (prev_item != item) out[item - 1] = (uint)i; if (i + 1 == N) *count = item;",
-    ))
+def select_kernels(device, q, step, collapse_gap):
+    """The kernels of ``kernels/select.cl`` (and the compaction they feed), built once per device."""
+    where(device)
+    return kernels(device, "select", Q=int(q), STEP=int(step), GAP=int(collapse_gap))
 
 
 class BestStratumSelection:
@@ -50,14 +44,14 @@ class BestStratumSelection:
         self.lead_margin = q if lead_margin is None else int(lead_margin)
         self.delta = int(delta)
         self.ratio = tuple(int(x) for x in ratio)
-        self.knl = kernels(device, "select", Q=int(q), STEP=int(step), GAP=int(collapse_gap))
+        self.knl = select_kernels(device, q, step, collapse_gap)
         self.counts = {}
 
     def _select(self, phase, want):
         n = phase.size
         out = _empty(self.device, n, np.uint32)
         count = _empty(self.device, 1, np.uint32)
-        _compactor(self.device)(phase, np.uint32(want), out, count, size=n, queue=self.device.queue)
+        where(self.device)(phase, np.uint32(want), count, np.uint32(0), out, count, size=n, queue=self.device.queue)
         m = int(count.get()[0])
         return out[:m]
 

@@ -7,14 +7,14 @@ Candidates with ``(n - dist) / n < min_identity`` are dropped on the device and 
 candidate order, so the output stays sorted by read strand.
 """
 import math
-import threading
-import weakref
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
 from .errors import PeanutError
+from .qgroup import kernels
+from .scans import where
 
 NO_ALIGNMENT = -1  # dist of a candidate whose band holds no complete alignment (never a survivor)
 MAX_WORDS = 4  # default largest bit-vector: 4 x 64 bits, a band of at most 255 diagonals
@@ -76,17 +76,9 @@ class ValidatedHits:
         return {name: getattr(self, name).get()[: self.n] for name in names}
 
 
-# Per device: compiled kernels (retrieving a kernel from a program builds a new one each time).
-_cache = weakref.WeakKeyDictionary()
-_cache_lock = threading.Lock()
-
-
 def _cached(device, key, build):
-    with _cache_lock:
-        per_device = _cache.setdefault(device, {})
-        if key not in per_device:
-            per_device[key] = build()
-        return per_device[key]
+    # retrieving a kernel from a program builds a new kernel object each time: keep one per device
+    return device.cached(key, build)
 
 
 def _require_mako():
@@ -97,26 +89,14 @@ def _require_mako():
 
 
 def _myers_kernel(device, words):
-    return _cached(device, ("myers", int(words)), lambda: device.program("myers", WORDS=int(words)).validate_hits)
+    """The validation kernel for bit-vectors of ``words`` 64-bit words (1..MAX_WORDS, one program for all)."""
+    if not 1 <= int(words) <= MAX_WORDS:
+        raise PeanutError(f"validation: bit-vectors of 1..{MAX_WORDS} words are compiled, not {words}")
+    return getattr(kernels(device, "myers"), f"validate_hits_w{int(words)}")
 
 
 def _band_words_kernel(device):
-    return _cached(device, "band-words", lambda: device.program("myers", WORDS=1).band_words)
-
-
-def _class_compactor(device):
-    """Candidate indices (item i, or selected[i]) of the items whose band needs ``want`` words, in order."""
-    _require_mako()
-    from pyopencl.scan import GenericScanKernel
-
-    return _cached(device, "word-class", lambda: GenericScanKernel(
-        device.context, np.uint32,
-        arguments="__global const uchar *need, const uchar want, __global const uint *selected, "
-        "const uint use_selected, __global uint *out, __global uint *count",
-        input_expr="need[i] == want ? 1 : 0", scan_expr="a + b", neutral="0",
-        output_statement="if (prev_item != item) out[item - 1] = use_selected ? selected[i] : (uint)i; "
-        "if (i + 1 == N) *count = item;",
-    ))
+    return kernels(device, "myers").band_words
 
 
 def _compactor(device):
@@ -126,7 +106,7 @@ def _compactor(device):
 
     return _cached(
         device,
-        "compact",
+        "validation-compact",
         lambda: GenericScanKernel(
             device.context,
             np.uint32,
@@ -149,6 +129,15 @@ def _compactor(device):
             """,
         ),
     )
+
+
+def build_programs(device):
+    """Build what every validation uses: the word-class split, the narrowest Myers kernel (the one short
+    reads need), the compaction (see ``MappingCore.warm_up``); wider kernels are built when a band needs them."""
+    _band_words_kernel(device)
+    where(device)
+    _myers_kernel(device, 1)
+    _compactor(device)
 
 
 def _read_lengths(read_buffer):
@@ -206,7 +195,7 @@ def _word_classes(device, candidates, read_buffer, table_dev, n_items, selected,
     import pyopencl.array as cla
 
     queue, pool = device.queue, device.pool
-    need = cla.empty(queue, n_items, np.uint8, allocator=pool)
+    need = cla.empty(queue, n_items, np.uint32, allocator=pool)
     device.launch(_band_words_kernel(device), n_items, np.uint32(n_items),
                   (selected if selected is not None else candidates.rs).data, np.uint32(selected is not None),
                   candidates.rs.data, candidates.diag_lo.data, candidates.diag_hi.data, read_buffer.rs_start.data,
@@ -216,8 +205,8 @@ def _word_classes(device, candidates, read_buffer, table_dev, n_items, selected,
     dummy = selected if selected is not None else count
     for w in range(1, max_words + 1):
         items = cla.empty(queue, n_items, np.uint32, allocator=pool)
-        _class_compactor(device)(need, np.uint8(w), dummy, np.uint32(selected is not None), items, count,
-                                 size=n_items, queue=queue)
+        where(device)(need, np.uint32(w), dummy, np.uint32(selected is not None), items, count, size=n_items,
+                      queue=queue)
         c = int(count.get()[0])
         if c:
             out.append((w, c, items))

@@ -104,3 +104,36 @@ def test_cli_devices_unknown_device_is_one_line_error():
     assert r.returncode == 1
     assert r.stderr.strip().count("\n") == 0 and r.stderr.startswith("peanut: error:")
     assert "Traceback" not in r.stderr
+
+
+def test_cached_builds_each_key_once_across_threads():
+    """Threads asking for the same key while it builds wait for that build (the warm-up thread and the
+    device thread); a failed build is not cached, so the next caller sees the error itself."""
+    import threading
+    import time
+
+    dev = devmod.Device()
+    calls = []
+
+    def slow():
+        calls.append(threading.current_thread().name)
+        time.sleep(0.2)
+        return object()
+
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(dev.cached("test-slow", slow))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(got) == 4 and all(g is got[0] for g in got)
+
+    def broken():
+        calls.append("broken")
+        raise PeanutError("no")
+
+    for _ in range(2):
+        with pytest.raises(PeanutError):
+            dev.cached("test-broken", broken)
+    assert calls.count("broken") == 2
+    assert dev.cached("test-broken", lambda: 7) == 7

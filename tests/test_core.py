@@ -1,0 +1,49 @@
+"""MappingCore: the device stage of one batch; its warm-up builds what the batches then use."""
+import pytest
+
+from conftest import REPO
+from peanut_py import rescue
+from peanut_py.core import MappingCore
+from peanut_py.device import Device
+from peanut_py.mapping import open_index
+from peanut_py.reads import read_batches, read_pair_batches
+from peanut_py.resident import ResidentReference
+
+EXAMPLE = REPO / "index" / "example"
+
+
+@pytest.mark.parametrize("best_stratum", [True, False])
+def test_warm_up_builds_every_program_a_batch_uses(example_index, best_stratum):
+    """After ``warm_up`` (and the rescue kernel's build, for pairs), mapping real reads builds nothing more:
+    the warm-up asks for the same programs with the same defines as the steps themselves."""
+    device = Device()
+    resident = ResidentReference.from_index(device, open_index(example_index))
+    core = MappingCore(device, resident, best_stratum=best_stratum)
+    core.warm_up()
+    rescue.build_programs(device)
+    built = set(device._built)
+    assert any(k[:2] == ("program", "qgroup") for k in built) and "where" in built
+    batch = next(read_pair_batches(str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"),
+                                   str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R2.fastq.gz"), max_reads=4000))
+    result = core.map_batch(batch.codes, batch.offsets)
+    assert len(result.rs) > 0.9 * batch.n
+    assert set(device._built) == built
+
+
+def test_warm_up_errors_are_left_to_the_batch(example_index, monkeypatch):
+    """A program that fails to build in the warm-up is built again (and its error raised) by the batch."""
+    from peanut_py import qgroup
+    from peanut_py.errors import PeanutError
+
+    device = Device()
+    resident = ResidentReference.from_index(device, open_index(example_index))
+    core = MappingCore(device, resident)
+
+    def broken(*a, **k):
+        raise PeanutError("qgroup.cl: build failed")
+
+    monkeypatch.setattr(qgroup, "kernels", broken)
+    core.warm_up()
+    batch = next(read_batches(str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"), max_reads=100))
+    with pytest.raises(PeanutError, match="build failed"):
+        core.map_batch(batch.codes, batch.offsets)
