@@ -413,7 +413,7 @@ class _Filtration:
         slot_start = _empty(self.device, n_slots + 1, np.uint32)
         cursor = _empty(self.device, n_slots + 1, np.uint32)
         self.tools["slot_starts"](rs_hits, slot_start, cursor, size=n_slots + 1, queue=self.device.queue)
-        diags = _empty(self.device, total, np.uint32)
+        diags = self.device.workspace("filtration-diags", total, np.uint32)
         for p in self._passes(r0, r1, counted):
             if p.n_hits:
                 self._emit(p, r0, r1, 0, p.n_hits, cursor, diags)
@@ -521,7 +521,7 @@ def collapse_slots(device, knl, tools, diags, total, slot_start, n_slots, rs_sta
     raw hits are appended to it as host arrays (rs, diag).  ``masked``: (masked q-grams per read strand,
     flag) lowering the thresholds (see ``slot_threshold`` in filter.cl), or None."""
     step = step or (lambda name: None)
-    scratch = _empty(device, total, np.uint32)
+    scratch = device.workspace("filtration-sort-scratch", total, np.uint32)
     n_kept = _zeros(device, n_slots + 1, np.uint32)
     n_all = _empty(device, n_slots, np.uint32)
     masked_per_rs, use_masked = masked or (min_votes, np.uint32(0))

@@ -137,3 +137,19 @@ def test_cached_builds_each_key_once_across_threads():
             dev.cached("test-broken", broken)
     assert calls.count("broken") == 2
     assert dev.cached("test-broken", lambda: 7) == 7
+
+
+def test_workspace_grows_only_when_a_call_needs_more():
+    """One buffer per key, reused while it is large enough, replaced (with headroom) when it is not."""
+    dev = devmod.Device()
+    a = dev.workspace("test-ws", 1000, np.uint32)
+    assert a.size == 1000 and a.dtype == np.uint32 and a.base_data.size >= 4000
+    b = dev.workspace("test-ws", 1100, np.uint32)  # within the headroom of 1.25: the same buffer
+    assert b.base_data.int_ptr == a.base_data.int_ptr and b.size == 1100
+    c = dev.workspace("test-ws", 600, np.uint64)
+    assert c.base_data.int_ptr == a.base_data.int_ptr and c.dtype == np.uint64
+    d = dev.workspace("test-ws", 10_000, np.uint32)
+    assert d.size == 10_000 and d.base_data.size >= 40_000
+    d.set(np.arange(10_000, dtype=np.uint32))
+    assert np.array_equal(d.get(), np.arange(10_000, dtype=np.uint32))
+    assert dev.workspace("test-other", 10, np.uint8).base_data.int_ptr != d.base_data.int_ptr
