@@ -76,6 +76,21 @@ def _zeros(device, n, dtype):
     return a
 
 
+ZERO_SPAN = 16384  # words per work-item of zero_words (kernels/qgroup.cl)
+
+
+def zero_words(device, knl, a):
+    """``a`` (a uint32 device array) set to 0: by ``knl.zero_words`` on a CPU device, whose fill command runs
+    on one thread, else by the fill command (``knl``: the q-group index's kernels)."""
+    if device.host_memory:
+        device.launch(knl.zero_words, -(-a.size // ZERO_SPAN), a.data, np.uint64(a.size))
+    else:
+        import pyopencl as cl
+
+        cl.enqueue_fill_buffer(device.queue, a.data, np.zeros(1, np.uint32), 0, a.nbytes)
+    return a
+
+
 class ReadBuffer:
     """Reads on the device: ``text`` (uint8, forward then reverse complement per read), ``rs_start``
     (uint32, n_rs + 1), ``pos_rs`` (uint32, read strand of every text position).
@@ -165,7 +180,7 @@ class QGroupIndex:
         step("q-grams")
 
         # Lines 1-4: one bit per present q-gram, counted per block of groups.
-        self.I = _zeros(device, self.n_groups, np.uint32)
+        self.I = zero_words(device, knl, _empty(device, self.n_groups, np.uint32))
         n_blocks = -(-self.n_groups // GROUP_BLOCK)
         block_count = _zeros(device, n_blocks + 1, np.uint32)
         step("zero I")

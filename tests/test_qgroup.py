@@ -212,3 +212,20 @@ def test_reads_per_buffer_small_and_large_devices():
     assert reads_per_buffer(big, 100, max_reads=1000) == 1000
     with pytest.raises(PeanutError):
         reads_per_buffer(small, 100, q=16, reserved_bytes=1 << 30)
+
+
+@pytest.mark.parametrize("host_memory", [True, False])
+@pytest.mark.parametrize("n", [1, qgroup.ZERO_SPAN - 1, qgroup.ZERO_SPAN, 3 * qgroup.ZERO_SPAN + 17])
+def test_zero_words_clears_exactly_the_array(device, monkeypatch, host_memory, n):
+    """Both ways of clearing I (the kernel on CPU devices, the fill command elsewhere) zero every word of the
+    array and nothing past it, for lengths around the kernel's span."""
+    import pyopencl.array as cla
+
+    monkeypatch.setattr(type(device), "host_memory", property(lambda self: host_memory))
+    knl = qgroup.qgroup_kernels(device, 8)
+    rng = np.random.default_rng(n)
+    host = rng.integers(1, 2**32, n + 100, dtype=np.uint32)
+    a = cla.to_device(device.queue, host)
+    qgroup.zero_words(device, knl, a[:n])
+    got = a.get()
+    assert not got[:n].any() and np.array_equal(got[n:], host[n:])
