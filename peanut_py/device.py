@@ -193,7 +193,11 @@ class Device:
         self.context = cl.Context([self.cl_device])
         self.queue = cl.CommandQueue(self.context)
         self.allocator = pyopencl.tools.ImmediateAllocator(self.queue)
-        self.pool = pyopencl.tools.MemoryPool(self.allocator)
+        # Size classes of the pool: a CPU device's buffers are host memory whose untouched pages cost nothing,
+        # so coarse classes (4 per octave, up to 25 % rounding) let batches of slightly different sizes share
+        # blocks instead of first-touching one per class (VM, 200 k pairs of 150 bp: peak RSS 2.95 -> 2.70 GB);
+        # a GPU keeps pyopencl's default (16 per octave), since there the rounding is real device memory.
+        self.pool = pyopencl.tools.MemoryPool(self.allocator, 2 if self.host_memory else 4)
         self._side_queue = None
         self._side_lock = threading.Lock()
         self._built = {}
