@@ -253,10 +253,14 @@ class Device:
         and their sort scratch) whose size changes a little from batch to batch: the pool would keep one block
         per size class they visit, each first touched once, which on a CPU device is fresh memory (paired
         150 bp reads on the VM: 1.1 GiB of blocks for 0.4 GiB in use). One thread (the device stage's) and one
-        in-order queue use a key, so a batch's use cannot overlap the previous one's."""
+        in-order queue use a key, so a batch's use cannot overlap the previous one's. On a GPU the array comes
+        from the pool as before: there a buffer costs no first touch, and the pool, unlike a workspace, gives
+        its idle blocks back when an allocation fails (a small device needs that room for validation)."""
         import numpy as np
         import pyopencl.array as cla
 
+        if not self.host_memory:
+            return cla.empty(self.queue, max(int(n), 1), dtype, allocator=self.pool)
         dtype = np.dtype(dtype)
         need = max(int(n), 1) * dtype.itemsize
         buf = self._workspaces.get(key)

@@ -139,9 +139,11 @@ def test_cached_builds_each_key_once_across_threads():
     assert dev.cached("test-broken", lambda: 7) == 7
 
 
-def test_workspace_grows_only_when_a_call_needs_more():
-    """One buffer per key, reused while it is large enough, replaced (with headroom) when it is not."""
+def test_workspace_grows_only_when_a_call_needs_more(monkeypatch):
+    """One buffer per key, reused while it is large enough, replaced (with headroom) when it is not; a GPU
+    gets pool arrays instead."""
     dev = devmod.Device()
+    monkeypatch.setattr(devmod.Device, "host_memory", property(lambda self: True))
     a = dev.workspace("test-ws", 1000, np.uint32)
     assert a.size == 1000 and a.dtype == np.uint32 and a.base_data.size >= 4000
     b = dev.workspace("test-ws", 1100, np.uint32)  # within the headroom of 1.25: the same buffer
@@ -153,3 +155,6 @@ def test_workspace_grows_only_when_a_call_needs_more():
     d.set(np.arange(10_000, dtype=np.uint32))
     assert np.array_equal(d.get(), np.arange(10_000, dtype=np.uint32))
     assert dev.workspace("test-other", 10, np.uint8).base_data.int_ptr != d.base_data.int_ptr
+    monkeypatch.setattr(devmod.Device, "host_memory", property(lambda self: False))
+    e, f = dev.workspace("test-ws", 100, np.uint32), dev.workspace("test-ws", 100, np.uint32)
+    assert e.size == 100 and e.base_data.int_ptr != f.base_data.int_ptr  # two live pool arrays
