@@ -73,14 +73,15 @@ inline uint strand_of(__global const uint *rs_start, uint n_rs, uint t)
     return lo;
 }
 
-// Zeroes words [0, n) of a, ZERO_SPAN words per work-item (the bitmap I before each buffer on a CPU device).
-// There clEnqueueFillBuffer fills on one thread (PoCL on the 2-core VM: the 512 MiB of a fresh I in 0.9-1.1 s,
-// 0.04 s once touched); this kernel spreads the first touch over the cores (0.12-0.23 s, 0.015 s touched).
-#define ZERO_SPAN 16384
+// Zeroes words [0, n) of a in equal runs, one per work-item (the bitmap I before each buffer on a CPU device;
+// the caller picks the number of work-items). There clEnqueueFillBuffer fills on one thread (PoCL on the 2-core
+// VM: the 512 MiB of a fresh I in 0.9-1.1 s, 0.04 s once touched); this kernel spreads the first touch over the
+// cores (0.12-0.23 s, 0.015 s touched).
 __kernel void zero_words(__global uint *a, const ulong n)
 {
-    const ulong lo = get_global_id(0) * (ulong)ZERO_SPAN;
-    const ulong hi = min(lo + (ulong)ZERO_SPAN, n);
+    const ulong span = (n + get_global_size(0) - 1) / get_global_size(0);
+    const ulong lo = get_global_id(0) * span;
+    const ulong hi = min(lo + span, n);
     for (ulong i = lo; i < hi; i++)
         a[i] = 0;
 }

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from .align import BatchAlignments, align_batch, batch_arrays
-from .validation import _cached, _require_mako
+from .validation import _require_mako
 
 LAYOUTS = ("interleaved", "item")
 BUDGET_FRACTION = 4  # default budget per launch: a quarter of the device's global memory (and <= max_alloc)
@@ -41,7 +41,7 @@ def _kernels(device, A, B, O, E, ambig, clip, layout):
                              INTERLEAVED=int(layout == "interleaved"))
         return prg.gotoh_banded, prg.compact_cigars
 
-    return _cached(device, key, build)
+    return device.cached(key, build)
 
 
 def _offset_scan(device):
@@ -49,8 +49,7 @@ def _offset_scan(device):
     _require_mako()
     from pyopencl.scan import GenericScanKernel
 
-    return _cached(
-        device,
+    return device.cached(
         "affine_offsets",
         lambda: GenericScanKernel(
             device.context,

@@ -76,7 +76,7 @@ def _zeros(device, n, dtype):
     return a
 
 
-ZERO_SPAN = 16384  # words per work-item of zero_words (kernels/qgroup.cl)
+ZERO_SPAN = 16384  # words per work-item of zero_words (kernels/qgroup.cl), before rounding to work-groups
 
 
 def zero_words(device, knl, a):

@@ -76,11 +76,6 @@ class ValidatedHits:
         return {name: getattr(self, name).get()[: self.n] for name in names}
 
 
-def _cached(device, key, build):
-    # retrieving a kernel from a program builds a new kernel object each time: keep one per device
-    return device.cached(key, build)
-
-
 def _require_mako():
     try:
         import mako.template  # noqa: F401  (pyopencl generates scan and reduction kernels with Mako)
@@ -104,8 +99,7 @@ def _compactor(device):
     _require_mako()
     from pyopencl.scan import GenericScanKernel
 
-    return _cached(
-        device,
+    return device.cached(
         "validation-compact",
         lambda: GenericScanKernel(
             device.context,
@@ -132,8 +126,8 @@ def _compactor(device):
 
 
 def build_programs(device):
-    """Build what every validation uses: the word-class split, the narrowest Myers kernel (the one short
-    reads need), the compaction (see ``MappingCore.warm_up``); wider kernels are built when a band needs them."""
+    """Build what every validation uses (see ``MappingCore.warm_up``): the Myers program (every word size and
+    the word-class split), the word-class compaction and the survivors' compaction."""
     _band_words_kernel(device)
     where(device)
     _myers_kernel(device, 1)
