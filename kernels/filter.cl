@@ -1,7 +1,7 @@
 // Filtration (PEANUT, Algorithm 2): reference q-grams against the q-group index of a read buffer, then the
 // raw hits grouped by read strand, sorted by diagonal and collapsed into candidates on the device.
 //
-// Defines: Q, S_STRIDE (as for qgroup.cl), STARTS_T (uint or ulong: type of the q-gram table's CSR starts),
+// Defines: Q, S_STRIDE, FOLD (as for qgroup.cl), STARTS_T (uint or ulong: type of the q-gram table's CSR starts),
 // EMIT_BLOCK (hits per work-item of the emit pass), SORT_BLOCK (slot entries sorted by insertion before
 // merging).  Hits are produced for the read strands whose text lies in [t0, t1) only (read strands
 // r0 .. r1 - 1), so that a buffer's hits can be processed in ranges of read strands of bounded size.
@@ -35,10 +35,11 @@ inline uint lower_bound_O(__global const uint *O, uint lo, uint hi, uint t)
 // INDEXPAIR restricted to the read strands whose text lies in [t0, t1): the text is in read-strand order
 // and each q-gram's occurrences are ascending, so they form one sub-range.
 inline void index_pair_in(__global const uint *I, __global const uint *S, __global const uint *Sp,
-                          __global const uint *O, uint g, uint t0, uint t1, uint *k_start, uint *k_end)
+                          __global const uint *O, __global const uchar *Ob, uint g, uint t0, uint t1,
+                          uint *k_start, uint *k_end)
 {
     uint ks, ke;
-    index_pair(I, S, Sp, g, &ks, &ke);
+    index_pair(I, S, Sp, Ob, g, &ks, &ke);
     if (ks == ke || (O[ks] >= t0 && O[ke - 1] < t1)) {  // all of them (always so with a single range)
         *k_start = ks;
         *k_end = ke;
@@ -49,9 +50,10 @@ inline void index_pair_in(__global const uint *I, __global const uint *S, __glob
 }
 
 #define INDEX_ARGS __global const uint *I, __global const uint *S, __global const uint *Sp, \
-                   __global const uint *O, const uint t0, const uint t1
+                   __global const uint *O, __global const uchar *Ob, const uint t0, const uint t1
 
-// Kmers of the chunk that occur in the read buffer (bit set in I), appended in any order: a chromosome's
+// Kmers of the chunk that occur in the read buffer (bit of their key set in I; with FOLD a superset, whose
+// extra kmers then find no occurrences), appended in any order: a chromosome's
 // table has ~10^8 kmers, of which a read buffer meets few (chr20, 51,678 reads: 0.27 %), so the counting
 // and emit passes and their per-kmer arrays run over this list only.  The order only decides where runs
 // land in the slots, which are sorted afterwards.  (Aggregating the atomics per work-group through local
@@ -61,42 +63,45 @@ __kernel void present_kmers(__global const uint *kmers, const ulong k_base, cons
 {
     uint k = get_global_id(0);
     if (k >= n_k) return;
-    uint g = kmers[k_base + k];
+    uint g = qgram_key(kmers[k_base + k]);
     if ((I[g >> 5] >> (g & 31u)) & 1u) present[atomic_inc(n_present)] = k;
 }
 
 // Counting pass (Algorithm 2, lines 1-4), one work-item per present kmer k = present[j].  A kmer with n_ref
-// reference positions and n_read occurrences in the selected read strands yields n_ref * n_read hits.  With
-// count_rs, each occurrence also adds its n_ref hits to the hit count of its read strand (rs_hits[rs - r0],
-// the size of its slot).  uint counters wrap only when a range has 2^32 hits or more; such a range exceeds
-// every hit window and is split before its slot sizes are used.
+// reference positions and n_read occurrences in the selected read strands yields n_ref * n_read hits.  The
+// occurrences' range of O is kept (occ[2j], occ[2j + 1]) for the emit pass, which so looks nothing up in
+// the q-group index.  With count_rs, each occurrence also adds its n_ref hits to the hit count of its read
+// strand (rs_hits[rs - r0], the size of its slot).  uint counters wrap only when a range has 2^32 hits or
+// more; such a range exceeds every hit window and is split before its slot sizes are used.
 __kernel void count_hits(__global const uint *kmers, __global const STARTS_T *starts, const ulong k_base,
                          __global const uint *present, const uint n_present, INDEX_ARGS,
                          __global const uint *pos_rs, const uint r0, const uint count_rs,
-                         __global uint *rs_hits, __global ulong *counts)
+                         __global uint *rs_hits, __global ulong *counts, __global uint *occ)
 {
     uint j = get_global_id(0);
     if (j >= n_present) return;
     ulong kk = k_base + present[j];
     uint ks, ke;
-    index_pair_in(I, S, Sp, O, kmers[kk], t0, t1, &ks, &ke);
+    index_pair_in(I, S, Sp, O, Ob, kmers[kk], t0, t1, &ks, &ke);
     ulong n_ref = starts[kk + 1] - starts[kk];
     counts[j] = (ulong)(ke - ks) * n_ref;
+    occ[2 * j] = ks;
+    occ[2 * j + 1] = ke;
     if (count_rs)
         for (uint b = ks; b < ke; ++b) atomic_add(&rs_hits[pos_rs[O[b]] - r0], (uint)n_ref);
 }
 
 // Emit pass (lines 8-14) for the hits numbered [w0, w1) of the chunk (offsets = exclusive prefix sum of
-// counts over the present kmers).  Hit number offsets[j] + b * n_ref + a pairs read occurrence b with
-// reference position a of kmer present[j], so consecutive hits of one occurrence are one run of its read
-// strand: the run takes its place in the slot with one atomic_add on the slot's cursor and is written in
-// table order (ascending positions, hence ascending diagonals, which the slot sort then finds as runs).
-// Work-item u emits the EMIT_BLOCK hits from w0 + u * EMIT_BLOCK: every work-item does the same amount of
-// work however skewed the hits per kmer are (a kmer kept 1000 times in the reference meeting a q-gram that
-// 10^4 reads share would otherwise leave one work-item with 10^7 hits); its first kmer is found by binary
-// search in offsets.
-__kernel void emit_hits(__global const uint *kmers, __global const STARTS_T *starts, const ulong k_base,
-                        __global const uint *present, const uint n_present, INDEX_ARGS,
+// counts over the present kmers, occ = their occurrences from the counting pass).  Hit number offsets[j] +
+// b * n_ref + a pairs read occurrence b with reference position a of kmer present[j], so consecutive hits
+// of one occurrence are one run of its read strand: the run takes its place in the slot with one
+// atomic_add on the slot's cursor and is written in table order (ascending positions, hence ascending
+// diagonals, which the slot sort then finds as runs).  Work-item u emits the EMIT_BLOCK hits from w0 + u *
+// EMIT_BLOCK: every work-item does the same amount of work however skewed the hits per kmer are (a kmer
+// kept 1000 times in the reference meeting a q-gram that 10^4 reads share would otherwise leave one
+// work-item with 10^7 hits); its first kmer is found by binary search in offsets.
+__kernel void emit_hits(__global const STARTS_T *starts, const ulong k_base, __global const uint *present,
+                        const uint n_present, __global const uint *O, __global const uint *occ,
                         __global const uint *positions, __global const uint *pos_rs,
                         __global const uint *rs_start, __global const ulong *offsets, const ulong w0,
                         const ulong w1, const uint r0, __global uint *cursor, __global uint *diags)
@@ -112,11 +117,10 @@ __kernel void emit_hits(__global const uint *kmers, __global const STARTS_T *sta
         if (offsets[mid] <= h) lo = mid; else hi = mid;
     }
     for (uint j = lo; h < h_end; ++j) {
-        // Kmers whose hits all lie before h (none at all, e.g. occurrences outside [t0, t1)): skip the lookup.
+        // Kmers whose hits all lie before h (none at all, e.g. occurrences outside [t0, t1)): skip them.
         if (j + 1 < n_present && offsets[j + 1] <= h) continue;
         ulong kk = k_base + present[j];
-        uint ks, ke;
-        index_pair_in(I, S, Sp, O, kmers[kk], t0, t1, &ks, &ke);
+        uint ks = occ[2 * j], ke = occ[2 * j + 1];
         ulong p0 = starts[kk], n_ref = starts[kk + 1] - p0, base = offsets[j];
         ulong stop = min(h_end, base + n_ref * (ulong)(ke - ks));
         if (h >= stop) continue;
@@ -157,7 +161,7 @@ __kernel void count_hits_by_position(__global const uint *kmers, __global const 
     if (x >= n_pos) return;
     ulong kk = kmer_of_position(starts, k_base, n_k, first + x);
     uint ks, ke;
-    index_pair_in(I, S, Sp, O, kmers[kk], t0, t1, &ks, &ke);
+    index_pair_in(I, S, Sp, O, Ob, kmers[kk], t0, t1, &ks, &ke);
     counts[x] = ke - ks;
     if (count_rs)
         for (uint b = ks; b < ke; ++b) atomic_inc(&rs_hits[pos_rs[O[b]] - r0]);
@@ -174,7 +178,7 @@ __kernel void emit_hits_by_position(__global const uint *kmers, __global const S
     if (x >= n_pos) return;
     ulong kk = kmer_of_position(starts, k_base, n_k, first + x);
     uint ks, ke;
-    index_pair_in(I, S, Sp, O, kmers[kk], t0, t1, &ks, &ke);
+    index_pair_in(I, S, Sp, O, Ob, kmers[kk], t0, t1, &ks, &ke);
     ulong base = offsets[x];
     ulong lo = max(base, w0), hi = min(base + (ke - ks), w1);
     uint p = positions[first + x];
@@ -259,12 +263,12 @@ inline uint slot_threshold(__global const uint *rs_start, __global const uint *m
 // Occurrences of the masked q-gram values in the read buffer, per read strand (one work-item per value).
 __kernel void count_masked(__global const uint *masked, const uint n_masked, __global const uint *I,
                            __global const uint *S, __global const uint *Sp, __global const uint *O,
-                           __global const uint *pos_rs, __global uint *masked_per_rs)
+                           __global const uchar *Ob, __global const uint *pos_rs, __global uint *masked_per_rs)
 {
     uint k = get_global_id(0);
     if (k >= n_masked) return;
     uint ks, ke;
-    index_pair(I, S, Sp, masked[k], &ks, &ke);
+    index_pair(I, S, Sp, Ob, masked[k], &ks, &ke);
     for (uint b = ks; b < ke; ++b) atomic_inc(&masked_per_rs[pos_rs[O[b]]]);
 }
 

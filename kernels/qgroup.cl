@@ -1,7 +1,15 @@
 // q-group index over a read buffer (PEANUT, Algorithm 1).
 //
 // Defines: Q (q-gram length, 4..16), S_STRIDE (S holds every S_STRIDE-th group: 1, 2, 4, 8 or 16; the groups
-// in between add the popcounts of the preceding words of I, which lie in the same 64-byte line of I).
+// in between add the popcounts of the preceding words of I, which lie in the same 64-byte line of I), FOLD
+// (0 or 1, see below).
+//
+// Folding: with FOLD = 1, I, S and S' index the (Q-1)-base prefix of each q-gram (its key, g >> 2) instead of
+// the q-gram, and O stays sorted by (q-gram, text position), so each key's slot of O holds its q-grams in
+// order of their last base; INDEXPAIR(g) finds g's part of the slot by that base, kept for every entry of
+// O in Ob.  The ranges it returns are exactly those of the unfolded index; what changes is that I and S
+// shrink four-fold (q = 16: 512 + 256 MiB -> 128 + 64 MiB), which a CPU device pays for as fresh memory and
+// in every pass over I.
 // The text holds, per read strand rs = 2*read + strand, its bases (0..3, 4 = N) back to back; rs_start has
 // n_rs + 1 entries and pos_rs maps every text position to its read strand.  A q-gram at text position t is
 // indexed when it lies inside one read strand and contains no code 4.
@@ -11,6 +19,32 @@
 #ifndef S_STRIDE
 #define S_STRIDE 1
 #endif
+#ifndef FOLD
+#define FOLD 0
+#endif
+#define FOLD_BITS (2u * FOLD)
+
+// Key of q-gram g in I, S and S'.
+inline uint qgram_key(uint g) { return g >> FOLD_BITS; }
+
+// The last FOLD bases of the (valid) q-gram at text position t: its place inside its key's slot.
+inline uint folded_bases(__global const uchar *text, uint t)
+{
+    uint v = 0;
+    for (uint k = Q - FOLD; k < Q; ++k) v = (v << 2) | text[t + k];
+    return v;
+}
+
+// Sort key of the occurrence at text position t (< 2^31): O is ordered by (q-gram, t), and inside one key's
+// slot the q-grams differ only in their folded bases.
+inline ulong occurrence_key(__global const uchar *text, uint t)
+{
+#if FOLD > 0
+    return ((ulong)folded_bases(text, t) << 32) | t;
+#else
+    return t;
+#endif
+}
 
 // S[i] of the paper.  Only every S_STRIDE-th group's S is stored (a sampled S is what a CPU device pays for
 // in fresh memory: 256 MiB at stride 2 for q = 16, 32 MiB at 16); a group in between adds the popcounts of
@@ -24,23 +58,48 @@ inline uint group_start(__global const uint *I, __global const uint *S, uint i)
     return s;
 }
 
-// Slot of q-gram g in S' (S[i] + j' in the paper); only meaningful when bit j of I[i] is set.
+// Slot of key g in S' (S[i] + j' in the paper); only meaningful when bit j of I[i] is set.
 inline uint qgram_slot(__global const uint *I, __global const uint *S, uint g)
 {
     uint i = g >> 5, j = g & 31u;
     return group_start(I, S, i) + popcount(I[i] & ((1u << j) - 1u));
 }
 
-// INDEXPAIR(g): occurrences of g are O[*k_start .. *k_end).  An absent q-gram gives an empty range.
-inline void index_pair(__global const uint *I, __global const uint *S, __global const uint *Sp, uint g,
-                       uint *k_start, uint *k_end)
+// First entry of O[lo .. hi) (one key's slot) whose folded bases (Ob, aligned with O) are >= v.
+inline uint lower_bound_folded(__global const uchar *Ob, uint lo, uint hi, uint v)
 {
-    uint i = g >> 5, j = g & 31u;
+    while (lo < hi) {
+        uint mid = lo + (hi - lo) / 2;
+        if (Ob[mid] < v) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+// INDEXPAIR(g): occurrences of g are O[*k_start .. *k_end).  An absent q-gram gives an empty range.  Ob:
+// the folded bases of every entry of O (unused without FOLD).
+inline void index_pair(__global const uint *I, __global const uint *S, __global const uint *Sp,
+                       __global const uchar *Ob, uint g, uint *k_start, uint *k_end)
+{
+    uint key = qgram_key(g);
+    uint i = key >> 5, j = key & 31u;
     uint word = I[i];
     if (!((word >> j) & 1u)) { *k_start = 0; *k_end = 0; return; }
     uint slot = group_start(I, S, i) + popcount(word & ((1u << j) - 1u));
-    *k_start = Sp[slot];
-    *k_end = Sp[slot + 1];
+    uint lo = Sp[slot], hi = Sp[slot + 1];
+#if FOLD > 0
+    uint sub = g & ((1u << FOLD_BITS) - 1u);
+    if (hi - lo <= 16) {  // most slots hold one or two entries: one pass over a few bytes
+        while (lo < hi && Ob[lo] < sub) ++lo;
+        uint e = lo;
+        while (e < hi && Ob[e] == sub) ++e;
+        hi = e;
+    } else {
+        lo = lower_bound_folded(Ob, lo, hi, sub);
+        hi = lower_bound_folded(Ob, lo, hi, sub + 1);
+    }
+#endif
+    *k_start = lo;
+    *k_end = hi;
 }
 
 #ifndef QGROUP_LOOKUP_ONLY
@@ -125,7 +184,7 @@ __kernel void qgram_values(__global const uchar *text, __global const uint *pos_
     value[t] = g;
 }
 
-// Algorithm 1, lines 2-4: set bit j of group i for every q-gram of the text.  The work-item that sets a bit
+// Algorithm 1, lines 2-4: set bit j of group i for the key of every q-gram of the text.  The work-item that sets a bit
 // first also counts it for its block of GROUP_BLOCK groups (block_count), so that S needs one pass over I.
 #ifndef GROUP_BLOCK
 #define GROUP_BLOCK 1024
@@ -135,7 +194,7 @@ __kernel void mark_groups(__global const uint *value, __global const uchar *vali
 {
     uint t = get_global_id(0);
     if (t >= n_text || !valid[t]) return;
-    uint g = value[t], bit = 1u << (g & 31u);
+    uint g = qgram_key(value[t]), bit = 1u << (g & 31u);
     if (!(atomic_or(&I[g >> 5], bit) & bit)) atomic_inc(&block_count[(g >> 5) / GROUP_BLOCK]);
 }
 
@@ -156,7 +215,7 @@ __kernel void group_starts(__global const uint *I, const uint n_groups, __global
     }
 }
 
-// Algorithm 1, lines 10-13: occurrences per distinct q-gram (slot S[i] + j').  The q-gram value of every
+// Algorithm 1, lines 10-13: occurrences per distinct key (slot S[i] + j').  The q-gram value of every
 // text position is replaced by its slot (NO_SLOT without a q-gram), so the fill touches neither I nor S.
 #define NO_SLOT 0xffffffffu
 __kernel void count_occurrences(__global uint *value_slot, __global const uchar *valid, const uint n_text,
@@ -165,7 +224,7 @@ __kernel void count_occurrences(__global uint *value_slot, __global const uchar 
     uint t = get_global_id(0);
     if (t >= n_text) return;
     if (!valid[t]) { value_slot[t] = NO_SLOT; return; }
-    uint slot = qgram_slot(I, S, value_slot[t]);
+    uint slot = qgram_slot(I, S, qgram_key(value_slot[t]));
     value_slot[t] = slot;
     atomic_inc(&counts[slot]);
 }
@@ -181,26 +240,32 @@ __kernel void fill_occurrences(__global const uint *slot_of, const uint n_text, 
     if (slot != NO_SLOT) O[atomic_inc(&cursor[slot])] = t;
 }
 
-inline void sift_down(__global uint *a, uint root, uint n)
+inline void sift_down(__global uint *a, __global const uchar *text, uint root, uint n)
 {
     uint v = a[root];
+    ulong kv = occurrence_key(text, v);
     for (;;) {
         uint child = 2 * root + 1;
         if (child >= n) break;
-        if (child + 1 < n && a[child + 1] > a[child]) ++child;
-        if (a[child] <= v) break;
+        ulong kc = occurrence_key(text, a[child]);
+        if (child + 1 < n) {
+            ulong kr = occurrence_key(text, a[child + 1]);
+            if (kr > kc) { ++child; kc = kr; }
+        }
+        if (kc <= kv) break;
         a[root] = a[child];
         root = child;
     }
     a[root] = v;
 }
 
-// One work-item per distinct q-gram: sort its occurrences ascending, so O does not depend on the order in
-// which fill_occurrences' atomics were served.  That order is mostly ascending already (work-items are
-// scheduled roughly in id order), so insertion sort runs first with a budget of element moves; if the slot
-// turns out to be badly out of order (budget spent), heapsort (in place, O(n log n)) finishes it.  Slots of
-// up to 32 entries always complete by insertion.
-__kernel void sort_occurrences(__global const uint *Sp, const uint n_slots, __global uint *O)
+// One work-item per slot of S': sort its occurrences by (folded bases, position), i.e. O by (q-gram,
+// position), so O does not depend on the order in which fill_occurrences' atomics were served.  That order
+// is mostly ascending already (work-items are scheduled roughly in id order), so insertion sort runs first
+// with a budget of element moves; if the slot turns out to be badly out of order (budget spent), heapsort
+// (in place, O(n log n)) finishes it.  Slots of up to 32 entries always complete by insertion.
+__kernel void sort_occurrences(__global const uint *Sp, const uint n_slots, __global const uchar *text,
+                               __global uint *O, __global uchar *Ob)
 {
     uint s = get_global_id(0);
     if (s >= n_slots) return;
@@ -209,17 +274,22 @@ __kernel void sort_occurrences(__global const uint *Sp, const uint n_slots, __gl
     ulong budget = 8 * (ulong)n + 512, moves = 0;
     for (uint x = 1; x < n; ++x) {
         uint v = a[x], y = x;
-        while (y > 0 && a[y - 1] > v && moves < budget) { a[y] = a[y - 1]; --y; ++moves; }
+        ulong kv = occurrence_key(text, v);
+        while (y > 0 && occurrence_key(text, a[y - 1]) > kv && moves < budget) { a[y] = a[y - 1]; --y; ++moves; }
         a[y] = v;  // fills the hole even when the budget stopped the shifting: still a permutation
         if (moves >= budget) {
-            for (uint r = n / 2; r-- > 0;) sift_down(a, r, n);
+            for (uint r = n / 2; r-- > 0;) sift_down(a, text, r, n);
             for (uint end = n - 1; end > 0; --end) {
                 uint t = a[0]; a[0] = a[end]; a[end] = t;
-                sift_down(a, 0, end);
+                sift_down(a, text, 0, end);
             }
-            return;
+            break;
         }
     }
+#if FOLD > 0
+    // The folded bases next to O, so that lookups read a few bytes in a row rather than the text.
+    for (uint x = 0; x < n; ++x) Ob[lo + x] = (uchar)folded_bases(text, a[x]);
+#endif
 }
 
 #endif  // QGROUP_LOOKUP_ONLY

@@ -12,7 +12,7 @@ from collections import namedtuple
 import numpy as np
 
 from .errors import PeanutError
-from .qgroup import MAX_READ_LENGTH, StepTimer, _empty, _zeros, kernels
+from .qgroup import MAX_READ_LENGTH, StepTimer, _empty, _zeros, default_fold, kernels
 from .scans import exclusive_sum
 
 DEFAULT_COLLAPSE_GAP = 8
@@ -27,8 +27,9 @@ HIT_SHARE = 0.5  # of the memory left free by the reference, the read buffer and
 MAX_WINDOW = (1 << 31) - 1  # int32 index of pyopencl's scans; uint32 slot offsets
 
 # A counting pass over one chunk: kernel arguments naming its work-items (``work``, ``extra``), the present
-# kmers (device list, count) it ran over, the hit offsets per work-item and the chunk's hits.
-_Pass = namedtuple("_Pass", "chunk work extra present offsets n_hits")
+# kmers (device list, count) it ran over, their occurrences' ranges of O (per kmer; None per position), the
+# hit offsets per work-item and the chunk's hits.
+_Pass = namedtuple("_Pass", "chunk work extra present occ offsets n_hits")
 
 
 # ---------------------------------------------------------------- the votes threshold (q-gram lemma)
@@ -80,16 +81,16 @@ def min_votes_table(min_votes, q, step=1, collapse_gap=DEFAULT_COLLAPSE_GAP, max
     return np.full(max_length + 1, int(min_votes), np.uint32)
 
 
-def filter_kernels(device, q, s_stride, starts_ctype):
-    """The kernels of ``kernels/filter.cl`` for a q-group index of ``q`` and ``s_stride`` and a q-gram table
-    whose starts have the C type ``starts_ctype``."""
-    return kernels(device, "filter", Q=int(q), S_STRIDE=int(s_stride), STARTS_T=starts_ctype, EMIT_BLOCK=EMIT_BLOCK,
-                   SORT_BLOCK=SORT_BLOCK)
+def filter_kernels(device, q, s_stride, starts_ctype, fold):
+    """The kernels of ``kernels/filter.cl`` for a q-group index of ``q``, ``s_stride`` and ``fold`` and a
+    q-gram table whose starts have the C type ``starts_ctype``."""
+    return kernels(device, "filter", Q=int(q), S_STRIDE=int(s_stride), FOLD=int(fold), STARTS_T=starts_ctype,
+                   EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
 
 
 def build_programs(device, resident, s_stride):
     """Build what every filtration against ``resident`` uses (see ``MappingCore.warm_up``)."""
-    filter_kernels(device, resident.q, s_stride, resident.starts_ctype)
+    filter_kernels(device, resident.q, s_stride, resident.starts_ctype, default_fold(device))
     tools = _tools(device)
     tools["hit_offsets"], tools["slot_starts"]
 
@@ -299,7 +300,7 @@ class _Filtration:
         self.key_bits = self.diag_bits + max(1, (rb.n_rs - 1).bit_length())
         if self.key_bits > 64:
             raise PeanutError("filtration: read strand id and diagonal do not fit one 64-bit key")
-        self.knl = filter_kernels(device, qi.q, qi.s_stride, resident.starts_ctype)
+        self.knl = filter_kernels(device, qi.q, qi.s_stride, resident.starts_ctype, qi.fold)
         self.tools = _tools(device)
         self.step = StepTimer(device.queue, profile)
         self.thresholds = (table > 1).any()
@@ -311,7 +312,8 @@ class _Filtration:
                                    allocator=device.pool)
             self.masked_per_rs = _zeros(device, rb.n_rs, np.uint32)
             device.launch(self.knl.count_masked, len(masked), masked.data, np.uint32(len(masked)), qi.I.data,
-                          qi.S.data, qi.Sp.data, qi.O.data, rb.pos_rs.data, self.masked_per_rs.data)
+                          qi.S.data, qi.Sp.data, qi.O.data, qi.Ob.data, rb.pos_rs.data,
+                          self.masked_per_rs.data)
         self._present_cache = None
         # (array, flag) for the threshold of the slots and of keep_votes: the counts, or unused.
         self.masked_args = ((self.masked_per_rs, np.uint32(1)) if self.masked_per_rs is not None
@@ -355,33 +357,37 @@ class _Filtration:
             extra, n_items = (), present[1]
             count_knl = knl.count_hits
         if n_items == 0:
-            return _Pass(chunk, work, extra, present, None, 0)
+            return _Pass(chunk, work, extra, present, None, None, 0)
         counts = _empty(device, n_items, np.uint64)
+        occ = None if self.per_position else _empty(device, 2 * n_items, np.uint32)
         device.launch(count_knl, n_items, chunk.kmers.data, chunk.starts.data, *work, *self._index(r0, r1), *extra,
                       self.rb.pos_rs.data, np.uint32(r0), np.uint32(rs_hits is not None),
-                      (rs_hits if rs_hits is not None else counts).data, counts.data)
+                      (rs_hits if rs_hits is not None else counts).data, counts.data,
+                      *(() if occ is None else (occ.data,)))
         offsets = _empty(device, n_items, np.uint64)
         self.tools["hit_offsets"](counts, offsets, self.total, size=n_items, queue=device.queue)
         n_hits = int(self.total.get()[0])
         self.step("count")
-        return _Pass(chunk, work, extra, present, offsets, n_hits)
+        return _Pass(chunk, work, extra, present, occ, offsets, n_hits)
 
     def _emit(self, p, r0, r1, w0, w1, cursor, diags):
         """Emit pass for the hits numbered [w0, w1) of the counted chunk ``p`` into the slots."""
+        chunk = p.chunk
         if self.per_position:
+            lookup = (chunk.kmers.data, chunk.starts.data, *p.work, *self._index(r0, r1), *p.extra)
             knl, items = self.knl.emit_hits_by_position, int(p.extra[1])
         else:
+            lookup = (chunk.starts.data, *p.work, self.qi.O.data, p.occ.data)
             knl, items = self.knl.emit_hits, -(-(w1 - w0) // EMIT_BLOCK)
-        chunk = p.chunk
-        self.device.launch(knl, items, chunk.kmers.data, chunk.starts.data, *p.work, *self._index(r0, r1), *p.extra,
-                           chunk.positions.data, self.rb.pos_rs.data, self.rb.rs_start.data, p.offsets.data,
-                           np.uint64(w0), np.uint64(w1), np.uint32(r0), cursor.data, diags.data)
+        self.device.launch(knl, items, *lookup, chunk.positions.data, self.rb.pos_rs.data, self.rb.rs_start.data,
+                           p.offsets.data, np.uint64(w0), np.uint64(w1), np.uint32(r0), cursor.data, diags.data)
         self.step("emit")
 
     def _index(self, r0, r1):
         rs_start = self.rb.rs_start_host
         qi = self.qi
-        return qi.I.data, qi.S.data, qi.Sp.data, qi.O.data, np.uint32(rs_start[r0]), np.uint32(rs_start[r1])
+        return (qi.I.data, qi.S.data, qi.Sp.data, qi.O.data, qi.Ob.data, np.uint32(rs_start[r0]),
+                np.uint32(rs_start[r1]))
 
     # ---- one range of read strands
     def _count_range(self, r0, r1):

@@ -2,10 +2,12 @@
 
 A :class:`ReadBuffer` holds every read twice, forward then reverse complement (read strand
 ``rs = 2 * read + strand``), in one text.  A :class:`QGroupIndex` indexes every overlapping q-gram of that
-text with the four arrays of the paper: ``I`` (one bit per possible q-gram, w = 32 per word), ``S``
+text with the four arrays of the paper: ``I`` (one bit per possible key, w = 32 per word), ``S``
 (exclusive prefix sum of popcount(I)), ``Sp`` (S', exclusive prefix sum of the occurrence counts of the
-distinct q-grams, with one closing entry) and ``O`` (text positions, grouped by q-gram in numeric order and
-ascending within a q-gram).
+distinct keys, with one closing entry) and ``O`` (text positions, sorted by q-gram and ascending within a
+q-gram).  The key of a q-gram is the q-gram itself (the paper), or with ``fold`` = 1 its first q - 1 bases:
+I and S are then a quarter the size and a lookup finds the q-gram inside its key's slot of O by binary
+search on the last base (kernels/qgroup.cl, "Folding").  Lookups give the same ranges of the same O.
 """
 import time
 import types
@@ -26,6 +28,15 @@ GROUP_BLOCK = 1024  # groups (words of I) per block of the S computation; a mult
 S_STRIDE = 2
 # Text positions index pyopencl scans and RadixSorts whose index type is int32.
 MAX_TEXT = (1 << 31) - 1
+# Bases folded out of the key on a CPU device: there I and S are fresh memory that every run first touches
+# (q = 16: 768 MiB unfolded, 192 MiB folded) and that every buffer clears and scans.  A GPU fills and scans
+# 768 MiB in well under a millisecond, so it keeps the paper's unfolded index and saves the binary search.
+CPU_FOLD = 1
+
+
+def default_fold(device):
+    """Bases folded out of the q-group index's key on ``device`` (see CPU_FOLD)."""
+    return CPU_FOLD if getattr(device, "host_memory", False) else 0
 
 QGroupHost = namedtuple("QGroupHost", "I S S_prime O")
 
@@ -55,10 +66,11 @@ class StepTimer:
             self._t = now
 
 
-def qgroup_kernels(device, q, s_stride=None):
-    """The kernels of ``kernels/qgroup.cl`` for q-grams of length ``q`` and S sampled every ``s_stride`` groups."""
+def qgroup_kernels(device, q, s_stride=None, fold=None):
+    """The kernels of ``kernels/qgroup.cl`` for q-grams of length ``q``, S sampled every ``s_stride`` groups
+    and ``fold`` bases folded out of the key (default: the device's)."""
     return kernels(device, "qgroup", Q=int(q), S_STRIDE=S_STRIDE if s_stride is None else int(s_stride),
-                   GROUP_BLOCK=GROUP_BLOCK)
+                   GROUP_BLOCK=GROUP_BLOCK, FOLD=default_fold(device) if fold is None else int(fold))
 
 
 def _empty(device, n, dtype):
@@ -145,28 +157,34 @@ class ReadBuffer:
 class QGroupIndex:
     """The q-group index (I, S, S', O) of a :class:`ReadBuffer`, built on the device (Algorithm 1).
 
+    ``fold``: bases folded out of the key (0 or 1; default: the device's, see ``default_fold``).
+
     ``sample_s`` stores S only for every S_STRIDE-th group (the paper samples every second): I + S then take
     1 + 1/S_STRIDE bits per possible q-gram instead of 2, at the cost of up to S_STRIDE - 1 popcounts per
     lookup (words of I in the same cache line).
-    Attributes: ``I``, ``S``, ``Sp`` (device uint32 arrays), ``O`` (uint32 text positions), ``q``,
-    ``sample_s``, ``s_stride``, ``n_groups``, ``n_distinct`` (distinct q-grams), ``n_occurrences`` (len of O).
+    Attributes: ``I``, ``S``, ``Sp`` (device uint32 arrays), ``O`` (uint32 text positions), ``Ob`` (uint8, the
+    folded bases of every entry of O; one unused byte when not folded), ``q``, ``fold``,
+    ``sample_s``, ``s_stride``, ``n_groups``, ``n_distinct`` (distinct keys), ``n_occurrences`` (len of O).
     With ``profile`` the queue is drained after every step and ``timings`` holds seconds per step.
     """
 
-    def __init__(self, device, read_buffer, q, sample_s=True, profile=False):
+    def __init__(self, device, read_buffer, q, sample_s=True, profile=False, fold=None):
         q = int(q)
         if not 4 <= q <= 16:
             raise PeanutError(f"q-gram length {q} is outside 4..16")
+        self.fold = default_fold(device) if fold is None else int(fold)
+        if self.fold not in (0, 1):
+            raise PeanutError(f"fold must be 0 or 1, got {fold!r}")
         self.device, self.read_buffer, self.q, self.sample_s = device, read_buffer, q, bool(sample_s)
-        self.n_groups = 4**q // W
-        need = index_fixed_bytes(q, sample_s)
+        self.n_groups = 4 ** (q - self.fold) // W
+        need = index_fixed_bytes(q, sample_s, self.fold)
         if self.n_groups * 4 > device.max_alloc or need > device.global_mem:
             raise PeanutError(
                 f"q={q}: the q-group index needs {need / 2**20:.0f} MiB (I alone {self.n_groups * 4 / 2**20:.0f} MiB), "
                 f"more than this device offers ({device.max_alloc / 2**20:.0f} MiB per allocation); use a smaller q"
             )
         self.s_stride = S_STRIDE if self.sample_s else 1
-        knl = qgroup_kernels(device, q, self.s_stride)
+        knl = qgroup_kernels(device, q, self.s_stride, self.fold)
         scan = exclusive_sum(device)
         rb = read_buffer
         n_text = np.uint32(rb.n_text)
@@ -216,17 +234,20 @@ class QGroupIndex:
 
         # Lines 15-20, then each q-gram's positions sorted so that O is deterministic.
         self.O = _empty(device, self.n_occurrences, np.uint32)
+        # The folded bases of every entry of O, for lookups (one unused byte unfolded).
+        self.Ob = _empty(device, self.n_occurrences if self.fold else 1, np.uint8)
         device.launch(knl.fill_occurrences, rb.n_text, value_slot.data, n_text, cursor.data, self.O.data)
         del value_slot
         step("fill O")
-        device.launch(knl.sort_occurrences, self.n_distinct, self.Sp.data, np.uint32(self.n_distinct), self.O.data)
+        device.launch(knl.sort_occurrences, self.n_distinct, self.Sp.data, np.uint32(self.n_distinct), rb.text.data,
+                      self.O.data, self.Ob.data)
         step("sort O")
         del cursor
         self.timings = step.times
 
     @property
     def device_bytes(self):
-        return self.I.nbytes + self.S.nbytes + self.Sp.nbytes + self.O.nbytes
+        return self.I.nbytes + self.S.nbytes + self.Sp.nbytes + self.O.nbytes + self.Ob.nbytes
 
     def to_host(self):
         """(I, S, S', O) as NumPy arrays; S is the sampled array when ``sample_s``."""
@@ -234,11 +255,11 @@ class QGroupIndex:
                           self.O.get()[: self.n_occurrences])
 
 
-def index_fixed_bytes(q, sample_s=True):
-    """Device bytes of a q-group index that depend on q only, at the peak of its build: I (4^q / 8 bytes), S
-    (1/S_STRIDE or all of that again) and the block counts and starts of the S computation (8 bytes per
-    block)."""
-    i_bytes = 4**q // 8
+def index_fixed_bytes(q, sample_s=True, fold=0):
+    """Device bytes of a q-group index that depend on q only, at the peak of its build: I (4^(q - fold) / 8
+    bytes), S (1/S_STRIDE or all of that again) and the block counts and starts of the S computation (8 bytes
+    per block)."""
+    i_bytes = 4 ** (q - fold) // 8
     s_bytes = i_bytes // S_STRIDE if sample_s else i_bytes
     blocks = -(-(i_bytes // 4) // GROUP_BLOCK) + 1
     return i_bytes + s_bytes + 8 * blocks
@@ -247,20 +268,22 @@ def index_fixed_bytes(q, sample_s=True):
 # Device bytes per read base while a buffer is built (see docs/core.md, "buffer sizing"): codes 1, text 2,
 # pos_rs 8, O 8, the q-gram value (later slot) of every text position 8 and its valid flag 2, and per
 # distinct q-gram (at most one per text position, 2 per base) 4 bytes each of counts, S', the fill cursor
-# and the S' scan's scratch: 32.
+# and the S' scan's scratch: 32.  (Folded, O's bases take 2 per base, but only after the valid flags are
+# freed.)
 BUILD_BYTES_PER_BASE = 61
 READ_SHARE = 0.5  # of the memory left after the reference and I + S; the rest is for hits and validation
 USABLE = 0.75  # of global memory: drivers, fragmentation and the pool's slack take the rest
 
 
-def reads_per_buffer(device, mean_read_length, q=16, sample_s=True, reserved_bytes=0, max_reads=None):
+def reads_per_buffer(device, mean_read_length, q=16, sample_s=True, reserved_bytes=0, max_reads=None, fold=None):
     """How many reads of ``mean_read_length`` one buffer should hold on ``device``.
 
     ``reserved_bytes`` is what is already resident (``ResidentReference.device_bytes``).  The caller may cap
     the result with ``max_reads``.  Raises PeanutError when not even one read fits.
     """
     mean = max(1.0, float(mean_read_length))
-    free = USABLE * device.global_mem - reserved_bytes - index_fixed_bytes(q, sample_s)
+    fold = default_fold(device) if fold is None else fold
+    free = USABLE * device.global_mem - reserved_bytes - index_fixed_bytes(q, sample_s, fold)
     per_read = BUILD_BYTES_PER_BASE * mean + 8
     n = int(READ_SHARE * free // per_read)
     # Single allocations (pos_rs, O: 8 bytes per read base) and the int32 index of the scans.

@@ -11,7 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from .errors import PeanutError
-from .qgroup import USABLE, index_fixed_bytes
+from .qgroup import USABLE, default_fold, index_fixed_bytes
 from .reference import PAGE, page_aligned_empty
 
 # "room" = usable device memory minus the sequence and the fixed part (I + S) of a q-group index.
@@ -89,11 +89,11 @@ class ResidentReference:
                     f"largest allocation ({device.max_alloc / 2**20:.0f} MiB)"
                 )
         # Room left once the sequence and the fixed part of a q-group index (I + S) are on the device.
-        room = USABLE * device.global_mem - index_fixed_bytes(self.q) - seq_bytes
+        room = USABLE * device.global_mem - index_fixed_bytes(self.q, fold=default_fold(device)) - seq_bytes
         if room <= 0:
             raise PeanutError(
                 f"reference: the sequence ({seq_bytes / 2**20:.0f} MiB) and the q-group index for q={self.q} "
-                f"({index_fixed_bytes(self.q) / 2**20:.0f} MiB) do not fit this device's "
+                f"({index_fixed_bytes(self.q, fold=default_fold(device)) / 2**20:.0f} MiB) do not fit this device's "
                 f"{device.global_mem / 2**20:.0f} MiB; use a smaller q or a larger device"
             )
         self.packed = _upload(device, packed, np.uint32)

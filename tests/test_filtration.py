@@ -284,10 +284,13 @@ def test_collapse_gap(device, planted, gap):
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], gap))
 
 
-def test_small_windows_and_chunks_give_identical_candidates(device, planted):
+@pytest.mark.parametrize("fold", [0, 1])
+def test_small_windows_and_chunks_give_identical_candidates(device, planted, fold):
+    # Ranges of read strands: the occurrences of a q-gram are cut to [t0, t1) inside its part of O.
     p = planted
     want = collapse(p["rs"], p["diag"], 8)
-    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=1,
+    qi = QGroupIndex(device, p["rb"], p["q"], fold=fold)
+    cand = filter_reference(device, p["resident"], qi, p["rb"], collapse_gap=8, min_votes=1,
                             max_hits_per_pass=5_000, max_kmers_per_chunk=301)
     assert cand.n_ranges > 5 and cand.n_chunks > 10 * cand.n_ranges
     assert_candidates_equal(cand.to_host(), want)
@@ -371,9 +374,10 @@ def test_uint64_starts_give_identical_candidates(device, planted):
 
 def test_memory_capped_device_streams_and_gives_identical_candidates(planted):
     p = planted
-    # 1300 KiB: building a q = 11 index takes 768 KiB (I and S), so the ~140 KiB q-gram table exceeds its
-    # share (half) of the remaining room.
-    small = Device(memory_cap=1300 << 10)
+    # Usable memory (3/4) = the fixed part of a q = 11 index (I and S: 768 KiB, folded 192 KiB) + 207 KiB: the
+    # ~140 KiB q-gram table exceeds its share (half) of the remaining room.
+    fixed = qgroup.index_fixed_bytes(p["q"], fold=qgroup.default_fold(Device()))
+    small = Device(memory_cap=int((fixed + (207 << 10)) / 0.75))
     res = ResidentReference(small, *table_args(p["ref"], p["q"], p["step"]))
     assert res.streamed
     rb = ReadBuffer(small, p["codes"], p["offsets"])
@@ -478,9 +482,11 @@ def repeat_slots(device):
                 resident=ResidentReference(device, *table_args(ref, q, step)), rs=rs, diag=diag)
 
 
+@pytest.mark.parametrize("fold", [0, 1])
 @pytest.mark.parametrize("min_votes", [1, "auto", "masked"])
-def test_read_strands_with_10e5_hits(device, repeat_slots, min_votes):
-    p = repeat_slots
+def test_read_strands_with_10e5_hits(device, repeat_slots, min_votes, fold):
+    p = dict(repeat_slots)
+    p["qi"] = QGroupIndex(device, p["rb"], p["q"], fold=fold)  # long slots of O: folded lookups search them
     per_strand = np.bincount(p["rs"], minlength=p["rb"].n_rs)
     assert per_strand.max() > 50_000 and (per_strand == 0).sum() >= 4
     masked, m = None, None
@@ -680,10 +686,10 @@ def read_fasta_codes(path):
     return seqs
 
 
-def check_real(device, contigs, codes, offsets, q, step, max_occ, gap=8):
+def check_real(device, contigs, codes, offsets, q, step, max_occ, gap=8, fold=None):
     ref = build_reference(contigs, q, step, max_occ)
     rb = ReadBuffer(device, codes, offsets)
-    qi = QGroupIndex(device, rb, q)
+    qi = QGroupIndex(device, rb, q, fold=fold)
     res = ResidentReference(device, *table_args(ref, q, step))
     cand = filter_reference(device, res, qi, rb, collapse_gap=gap, min_votes=1, keep_raw=True)
     rs, diag = brute_force_hits(ref, codes, offsets, q)
@@ -693,12 +699,13 @@ def check_real(device, contigs, codes, offsets, q, step, max_occ, gap=8):
     return cand
 
 
-def test_sarscov2_real_reads(device, shared_data):
+@pytest.mark.parametrize("fold", [0, 1])
+def test_sarscov2_real_reads(device, shared_data, fold):
     genome = read_fasta_codes(shared_data / "sarscov2" / "MT192765.1.fasta")
     c1, o1 = read_fastq_codes(shared_data / "sarscov2" / "ERR5069949_100pairs_R1.fastq.gz", 100)
     c2, o2 = read_fastq_codes(shared_data / "sarscov2" / "ERR5069949_100pairs_R2.fastq.gz", 100)
     codes, offsets = np.concatenate([c1, c2]), np.concatenate([o1, o2[1:] + o1[-1]])
-    cand = check_real(device, genome, codes, offsets, q=12, step=1, max_occ=1000)
+    cand = check_real(device, genome, codes, offsets, q=12, step=1, max_occ=1000, fold=fold)
     # Nearly every read has a hit, on one of its two strands.
     assert len(np.unique(cand.to_host()["rs"] // 2)) > 180
 
@@ -708,10 +715,11 @@ def chr20_codes(shared_data):
     return read_fasta_codes(shared_data / "human" / "GRCh37_chr20.fa.gz")[0]
 
 
-def test_chr20_slice_real_reads(device, shared_data, chr20_codes):
+@pytest.mark.parametrize("fold", [0, 1])
+def test_chr20_slice_real_reads(device, shared_data, chr20_codes, fold):
     region = chr20_codes[9_950_000:10_150_000]
     codes, offsets = read_fastq_codes(shared_data / "human" / "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz", 1500)
-    cand = check_real(device, [region], codes, offsets, q=16, step=2, max_occ=100)
+    cand = check_real(device, [region], codes, offsets, q=16, step=2, max_occ=100, fold=fold)
     assert cand.n_raw_hits > 1500 * 20
 
 

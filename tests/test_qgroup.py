@@ -62,10 +62,11 @@ def ref_qgrams(text, rs_start, pos_rs, q):
     return g, t[ok].astype(np.uint32)
 
 
-def ref_qgroup(g, t, q, sample_s):
-    """The q-group index by definition: bit per present q-gram, prefix sums, positions sorted by (g, t)."""
-    I = np.zeros(4**q // 32, dtype=np.uint32)
-    distinct, counts = np.unique(g, return_counts=True)
+def ref_qgroup(g, t, q, sample_s, fold=0):
+    """The q-group index by definition: bit per present key (the q-gram without its last ``fold`` bases),
+    prefix sums, positions sorted by (g, t)."""
+    I = np.zeros(4 ** (q - fold) // 32, dtype=np.uint32)
+    distinct, counts = np.unique(g >> np.uint64(2 * fold), return_counts=True)
     np.add.at(I, (distinct >> np.uint64(5)).astype(np.int64), (np.uint32(1) << (distinct & np.uint64(31)).astype(np.uint32)))
     pc = np.bitwise_count(I).astype(np.uint64)
     S = (np.cumsum(pc) - pc).astype(np.uint32)
@@ -89,16 +90,18 @@ def device():
     return Device()
 
 
-def check_index(device, codes, offsets, q, sample_s):
+def check_index(device, codes, offsets, q, sample_s, fold=0):
     rb = ReadBuffer(device, codes, offsets)
     text, rs_start, pos_rs = ref_text(codes, offsets)
-    qi = QGroupIndex(device, rb, q, sample_s=sample_s)
+    qi = QGroupIndex(device, rb, q, sample_s=sample_s, fold=fold)
     got = qi.to_host()
     g, t = ref_qgrams(text, rs_start, pos_rs, q)
-    I, S, Sp, O = ref_qgroup(g, t, q, sample_s)
+    I, S, Sp, O = ref_qgroup(g, t, q, sample_s, fold)
     for name, a, b in (("I", got.I, I), ("S", got.S, S), ("S'", got.S_prime, Sp), ("O", got.O, O)):
         if not np.array_equal(a, b):  # the fast check first: I is 512 MiB at q = 16
             np.testing.assert_array_equal(a, b, err_msg=name)
+    if fold:  # the last base of each entry's q-gram
+        np.testing.assert_array_equal(qi.Ob.get()[: len(O)], text[O.astype(np.int64) + q - 1])
     assert qi.n_distinct == len(Sp) - 1 and qi.n_occurrences == len(t)
     return qi
 
@@ -128,9 +131,10 @@ def test_read_buffer_rejects_bad_input(device):
 
 # ---------------------------------------------------------------- QGroupIndex
 
-@pytest.mark.parametrize("q", [4, 8, 11])  # q = 4: fewer groups (8) than one stride of 16
+@pytest.mark.parametrize("fold", [0, 1])
+@pytest.mark.parametrize("q", [4, 8, 11])  # q = 4: fewer groups (8, folded 2) than one stride of 16
 @pytest.mark.parametrize("stride", [1, 2, 4, 16])  # S for every group, every second (the paper's), ...
-def test_qgroup_random_reads(device, monkeypatch, q, stride):
+def test_qgroup_random_reads(device, monkeypatch, q, stride, fold):
     monkeypatch.setattr(qgroup, "S_STRIDE", max(stride, 2))
     sample_s = stride > 1
     rng = np.random.default_rng(q)
@@ -138,58 +142,82 @@ def test_qgroup_random_reads(device, monkeypatch, q, stride):
     # Repeats inside the buffer: frequent q-grams give long slots in O.
     codes[offsets[5] : offsets[5] + 200] = 0
     codes[offsets[9] : offsets[9] + 100] = np.tile([0, 1], 50)
-    check_index(device, codes, offsets, q, sample_s)
+    check_index(device, codes, offsets, q, sample_s, fold)
 
 
-def test_sort_occurrences_any_order(device):
-    """The slot sort of O on shuffled slots: insertion within budget, heapsort for badly ordered long slots."""
+@pytest.mark.parametrize("fold", [0, 1])
+def test_sort_occurrences_any_order(device, fold):
+    """The slot sort of O on shuffled slots: insertion within budget, heapsort for badly ordered long slots;
+    folded, by (last base of the q-gram at the position, position)."""
     import pyopencl.array as cla
 
     from peanut_py.qgroup import kernels
 
     rng = np.random.default_rng(5)
+    q = 8
     sizes = np.array([1, 0, 2, 5, 32, 33, 200, 1000, 4000, 3, 7000])
     Sp = np.concatenate([[0], np.cumsum(sizes)]).astype(np.uint32)
-    O = rng.integers(0, 1 << 32, Sp[-1], dtype=np.uint64).astype(np.uint32)
+    top = 1 << 31 if fold == 0 else 20_000  # folded: positions of a text of random bases
+    O = rng.integers(0, top, Sp[-1], dtype=np.uint64).astype(np.uint32)
     O[Sp[7] : Sp[8]] = np.arange(1000)[::-1]  # descending: the worst case for insertion
     O[Sp[8] : Sp[9]] = np.arange(4000) ^ 1  # nearly sorted: insertion within budget
-    d_O = cla.to_device(device.queue, O)
-    knl = kernels(device, "qgroup", Q=8, S_STRIDE=qgroup.S_STRIDE)
-    device.launch(knl.sort_occurrences, len(sizes), cla.to_device(device.queue, Sp).data, np.uint32(len(sizes)), d_O.data)
-    want = np.concatenate([np.sort(O[Sp[i] : Sp[i + 1]]) for i in range(len(sizes))])
-    np.testing.assert_array_equal(d_O.get(), want)
+    text = rng.integers(0, 4, 20_000 + q).astype(np.uint8)
+    d_O, d_Ob = cla.to_device(device.queue, O), cla.zeros(device.queue, len(O), np.uint8)
+    knl = kernels(device, "qgroup", Q=q, S_STRIDE=qgroup.S_STRIDE, GROUP_BLOCK=qgroup.GROUP_BLOCK, FOLD=fold)
+    device.launch(knl.sort_occurrences, len(sizes), cla.to_device(device.queue, Sp).data, np.uint32(len(sizes)),
+                  cla.to_device(device.queue, text).data, d_O.data, d_Ob.data)
+    last = text[O.astype(np.int64) + q - 1].astype(np.uint64) if fold else np.zeros(len(O), np.uint64)
+    key = (last << np.uint64(32)) | O
+    want = np.concatenate([np.sort(key[Sp[i] : Sp[i + 1]]) for i in range(len(sizes))])
+    np.testing.assert_array_equal(d_O.get(), (want & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+    np.testing.assert_array_equal(d_Ob.get(), (want >> np.uint64(32)).astype(np.uint8))  # stays 0 unfolded
 
 
-def test_qgroup_short_and_empty_reads(device):
+@pytest.mark.parametrize("fold", [0, 1])
+def test_qgroup_short_and_empty_reads(device, fold):
     rng = np.random.default_rng(3)
     codes, offsets = random_reads(rng, 500, 0, 14, n_rate=0.05)  # many reads shorter than q, some empty
-    qi = check_index(device, codes, offsets, 11, True)
+    qi = check_index(device, codes, offsets, 11, True, fold)
     assert 0 < qi.n_occurrences < len(codes)
 
 
-def test_qgroup_reads_shorter_than_q(device):
+@pytest.mark.parametrize("fold", [0, 1])
+def test_qgroup_reads_shorter_than_q(device, fold):
     codes, offsets = random_reads(np.random.default_rng(4), 50, 0, 7)
-    qi = check_index(device, codes, offsets, 8, True)
+    qi = check_index(device, codes, offsets, 8, True, fold)
     assert qi.n_distinct == 0 and qi.n_occurrences == 0
 
 
-def test_qgroup_empty_buffer(device):
-    qi = check_index(device, np.zeros(0, np.uint8), np.array([0]), 8, False)
+@pytest.mark.parametrize("fold", [0, 1])
+def test_qgroup_empty_buffer(device, fold):
+    qi = check_index(device, np.zeros(0, np.uint8), np.array([0]), 8, False, fold)
     assert qi.n_distinct == 0
 
 
-def test_qgroup_q16(device):
-    # q = 16 fills one 32-bit word: I alone is 512 MiB, so keep the reads few.
+@pytest.mark.parametrize("fold", [0, 1])
+def test_qgroup_q16(device, fold):
+    # q = 16 fills one 32-bit word: I alone is 512 MiB (folded 128 MiB), so keep the reads few.
     codes, offsets = random_reads(np.random.default_rng(16), 60, 10, 150, n_rate=0.01)
     codes[offsets[3] : offsets[3] + 60] = 3
-    check_index(device, codes, offsets, 16, True)
+    qi = check_index(device, codes, offsets, 16, True, fold)
+    assert qi.I.nbytes == 4 ** (16 - fold) // 8
 
 
+def test_qgroup_default_fold(device):
+    """A CPU device folds one base out of the key, a GPU does not (qgroup.default_fold)."""
+    codes, offsets = random_reads(np.random.default_rng(6), 20, 30, 60)
+    qi = QGroupIndex(device, ReadBuffer(device, codes, offsets), 8)
+    assert qi.fold == (1 if device.host_memory else 0) == qgroup.default_fold(device)
+    with pytest.raises(PeanutError):
+        QGroupIndex(device, ReadBuffer(device, codes, offsets), 8, fold=2)
+
+
+@pytest.mark.parametrize("fold", [0, 1])
 @pytest.mark.parametrize("path,q", [(HUMAN_R1, 11), (YEAST_R1, 12), (HUMAN_R1, 16)])
-def test_qgroup_real_reads(device, shared_data, path, q):
+def test_qgroup_real_reads(device, shared_data, path, q, fold):
     codes, offsets = read_fastq_codes(shared_data / path, 2000 if q < 16 else 300)
     assert (codes == 4).any()  # real reads carry N
-    check_index(device, codes, offsets, q, True)
+    check_index(device, codes, offsets, q, True, fold)
 
 
 # ---------------------------------------------------------------- buffer sizing
