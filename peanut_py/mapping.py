@@ -47,8 +47,9 @@ PIPELINE_BATCH = 1 << 18
 # On a CPU device (PoCL) the buffer is host memory: the first batch pays the kernel's zeroing of every fresh
 # page it touches (VM, 200 k reads in one batch: 13 s of system time, 21 s wall), later batches reuse the
 # memory pool's pages. Batches of 32 k reads keep that cost to one small batch, while the per-batch fixed work
-# (zeroing I, the S scan: ~0.06 s) stays under 5 % (VM, 200 k reads, -t 2: 12.6-13.7 s at 32 k, 14.4-15.1 s
-# at 64 k, 15-21 s at 16 k).
+# (the kmer list scanned against I, clearing I, the S scan: ~0.067 s) stays under 5 % (VM, 200 k reads, -t 2:
+# 12.6-13.7 s at 32 k, 14.4-15.1 s at 64 k, 15-21 s at 16 k; with the folded index 16 k and 32 k came out
+# within noise, docs/mapping.md "Memory").
 CPU_PIPELINE_BATCH = 1 << 15
 
 
