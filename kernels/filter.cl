@@ -56,27 +56,51 @@ inline void index_pair_in(__global const uint *I, __global const uint *S, __glob
 // extra kmers then find no occurrences), appended in any order: a chromosome's table has ~10^8 kmers, of
 // which a read buffer meets a fraction (chr20, 32,768 reads of 100 bp: 5 %), so the counting and emit
 // passes and their per-kmer arrays run over this list only.  The order only decides where runs land in the
-// slots, which are sorted afterwards.  (Aggregating the atomics per work-group through local memory was 2x
-// slower on PoCL.)
+// slots, which are sorted afterwards.  Each work-item takes PRESENT_BLOCK consecutive kmers: on a CPU device
+// (PRESENT_BLOCK 256) it counts its kmers first and reserves their places with one atomic_add, since one
+// atomic_inc per present kmer on a single counter kept the cores trading its cache line (chr20, 32,768
+// reads of 150 bp: 5.2 M appends); a GPU (PRESENT_BLOCK 1) keeps neighbouring work-items on neighbouring
+// kmers.  (Aggregating the atomics per work-group through local memory was 2x slower on PoCL.)
+#ifndef PRESENT_BLOCK
+#define PRESENT_BLOCK 1
+#endif
+inline bool key_present(__global const uint *I, uint g)
+{
+    g = qgram_key(g);
+    return (I[g >> 5] >> (g & 31u)) & 1u;
+}
+
 __kernel void present_kmers(__global const uint *kmers, const ulong k_base, const uint n_k,
                             __global const uint *I, __global uint *present, __global uint *n_present)
 {
-    uint k = get_global_id(0);
-    if (k >= n_k) return;
-    uint g = qgram_key(kmers[k_base + k]);
-    if ((I[g >> 5] >> (g & 31u)) & 1u) present[atomic_inc(n_present)] = k;
+    uint k0 = get_global_id(0) * PRESENT_BLOCK;
+    if (k0 >= n_k) return;
+#if PRESENT_BLOCK == 1
+    if (key_present(I, kmers[k_base + k0])) present[atomic_inc(n_present)] = k0;
+#else
+    uint k1 = min(k0 + PRESENT_BLOCK, n_k), n = 0;
+    for (uint k = k0; k < k1; ++k) n += key_present(I, kmers[k_base + k]);
+    if (n == 0) return;
+    uint at = atomic_add(n_present, n);
+    for (uint k = k0; k < k1; ++k)
+        if (key_present(I, kmers[k_base + k])) present[at++] = k;
+#endif
 }
 
 // Counting pass (Algorithm 2, lines 1-4), one work-item per present kmer k = present[j].  A kmer with n_ref
 // reference positions and n_read occurrences in the selected read strands yields n_ref * n_read hits.  The
 // occurrences' range of O is kept (occ[2j], occ[2j + 1]) for the emit pass, which so looks nothing up in
-// the q-group index.  With count_rs, each occurrence also adds its n_ref hits to the hit count of its read
-// strand (rs_hits[rs - r0], the size of its slot).  uint counters wrap only when a range has 2^32 hits or
-// more; such a range exceeds every hit window and is split before its slot sizes are used.
+// the q-group index.  count_rs says how each occurrence's n_ref hits reach the hit count of its read strand
+// (rs_hits[rs - r0], the size of its slot): 0 not at all, 1 by atomic_add, 2 by writing n_ref at the
+// occurrence's text position (hits_at[t - t0]; every text position holds one q-gram, so no two work-items
+// write one entry), which strand_hits then sums per read strand.  On a CPU device the atomics cost 0.14 s of
+// 0.21 s per 32,768 reads of 150 bp; the writes and the sum 0.02 s.  uint counters wrap only when a range has
+// 2^32 hits or more; such a range exceeds every hit window and is split before its slot sizes are used.
 __kernel void count_hits(__global const uint *kmers, __global const STARTS_T *starts, const ulong k_base,
                          __global const uint *present, const uint n_present, INDEX_ARGS,
                          __global const uint *pos_rs, const uint r0, const uint count_rs,
-                         __global uint *rs_hits, __global ulong *counts, __global uint *occ)
+                         __global uint *rs_hits, __global ulong *counts, __global uint *occ,
+                         __global uint *hits_at)
 {
     uint j = get_global_id(0);
     if (j >= n_present) return;
@@ -87,8 +111,22 @@ __kernel void count_hits(__global const uint *kmers, __global const STARTS_T *st
     counts[j] = (ulong)(ke - ks) * n_ref;
     occ[2 * j] = ks;
     occ[2 * j + 1] = ke;
-    if (count_rs)
+    if (count_rs == 1)
         for (uint b = ks; b < ke; ++b) atomic_add(&rs_hits[pos_rs[O[b]] - r0], (uint)n_ref);
+    else if (count_rs == 2)
+        for (uint b = ks; b < ke; ++b) hits_at[O[b] - t0] = (uint)n_ref;
+}
+
+// rs_hits[s] += the hits that count_hits wrote at the text positions of read strand r0 + s (hits_at holds
+// the text from t0, zero where no counted occurrence lies).
+__kernel void strand_hits(__global const uint *hits_at, __global const uint *rs_start, const uint r0,
+                          const uint n_rs, const uint t0, __global uint *rs_hits)
+{
+    uint s = get_global_id(0);
+    if (s >= n_rs) return;
+    uint sum = 0;
+    for (uint t = rs_start[r0 + s]; t < rs_start[r0 + s + 1]; ++t) sum += hits_at[t - t0];
+    rs_hits[s] += sum;
 }
 
 // Emit pass (lines 8-14) for the hits numbered [w0, w1) of the chunk (offsets = exclusive prefix sum of

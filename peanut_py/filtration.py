@@ -12,7 +12,7 @@ from collections import namedtuple
 import numpy as np
 
 from .errors import PeanutError
-from .qgroup import MAX_READ_LENGTH, StepTimer, _empty, _zeros, default_fold, kernels
+from .qgroup import MAX_READ_LENGTH, StepTimer, _empty, _zeros, default_fold, kernels, qgroup_kernels, zero_words
 from .scans import exclusive_sum
 
 DEFAULT_COLLAPSE_GAP = 8
@@ -24,6 +24,12 @@ RADIX_BITS = 3
 # per hit at worst), slack.
 BYTES_PER_HIT = 32
 HIT_SHARE = 0.5  # of the memory left free by the reference, the read buffer and its index
+# Kmers per work-item of present_kmers on a CPU device, which reserves their places with one atomic (a GPU
+# takes one kmer per work-item; kernels/filter.cl).
+CPU_PRESENT_BLOCK = 256
+# CPU devices count the slot sizes by per-position writes summed per read strand instead of atomics (the
+# GPU's way; kernels/filter.cl, count_hits).
+CPU_SCATTER_COUNTS = True
 MAX_WINDOW = (1 << 31) - 1  # int32 index of pyopencl's scans; uint32 slot offsets
 
 # A counting pass over one chunk: kernel arguments naming its work-items (``work``, ``extra``), the present
@@ -81,11 +87,18 @@ def min_votes_table(min_votes, q, step=1, collapse_gap=DEFAULT_COLLAPSE_GAP, max
     return np.full(max_length + 1, int(min_votes), np.uint32)
 
 
-def filter_kernels(device, q, s_stride, starts_ctype, fold):
+def present_block(device):
+    """Kmers per work-item of ``present_kmers`` on ``device`` (see CPU_PRESENT_BLOCK)."""
+    return CPU_PRESENT_BLOCK if getattr(device, "host_memory", False) else 1
+
+
+def filter_kernels(device, q, s_stride, starts_ctype, fold, block=None):
     """The kernels of ``kernels/filter.cl`` for a q-group index of ``q``, ``s_stride`` and ``fold`` and a
-    q-gram table whose starts have the C type ``starts_ctype``."""
+    q-gram table whose starts have the C type ``starts_ctype``; ``block``: kmers per work-item of
+    ``present_kmers`` (default: the device's, :func:`present_block`)."""
     return kernels(device, "filter", Q=int(q), S_STRIDE=int(s_stride), FOLD=int(fold), STARTS_T=starts_ctype,
-                   EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
+                   EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK,
+                   PRESENT_BLOCK=present_block(device) if block is None else int(block))
 
 
 def build_programs(device, resident, s_stride):
@@ -301,6 +314,7 @@ class _Filtration:
         if self.key_bits > 64:
             raise PeanutError("filtration: read strand id and diagonal do not fit one 64-bit key")
         self.knl = filter_kernels(device, qi.q, qi.s_stride, resident.starts_ctype, qi.fold)
+        self.qknl = qgroup_kernels(device, qi.q, qi.s_stride, qi.fold)  # its zero_words
         self.tools = _tools(device)
         self.step = StepTimer(device.queue, profile)
         self.thresholds = (table > 1).any()
@@ -331,8 +345,8 @@ class _Filtration:
             return self._present_cache[1]
         device = self.device
         present = (_empty(device, chunk.n_kmers, np.uint32), _zeros(device, 1, np.uint32))
-        device.launch(self.knl.present_kmers, chunk.n_kmers, chunk.kmers.data, np.uint64(chunk.k_base),
-                      np.uint32(chunk.n_kmers), self.qi.I.data, *(a.data for a in present))
+        device.launch(self.knl.present_kmers, -(-chunk.n_kmers // present_block(device)), chunk.kmers.data,
+                      np.uint64(chunk.k_base), np.uint32(chunk.n_kmers), self.qi.I.data, *(a.data for a in present))
         result = (present[0], int(present[1].get()[0]))
         if not self.resident.streamed:
             self._present_cache = (key, result)
@@ -360,10 +374,20 @@ class _Filtration:
             return _Pass(chunk, work, extra, present, None, None, 0)
         counts = _empty(device, n_items, np.uint64)
         occ = None if self.per_position else _empty(device, 2 * n_items, np.uint32)
+        # How the slot sizes are counted (kernels/filter.cl, count_hits): per-position items and GPUs by
+        # atomics, CPU devices by per-position writes summed per read strand.
+        mode, hits_at = (0 if rs_hits is None else 1), None
+        if rs_hits is not None and occ is not None and device.host_memory and CPU_SCATTER_COUNTS:
+            t0, t1 = (int(x) for x in self.rb.rs_start_host[[r0, r1]])
+            mode, hits_at = 2, zero_words(device, self.qknl, _empty(device, t1 - t0, np.uint32))
         device.launch(count_knl, n_items, chunk.kmers.data, chunk.starts.data, *work, *self._index(r0, r1), *extra,
-                      self.rb.pos_rs.data, np.uint32(r0), np.uint32(rs_hits is not None),
+                      self.rb.pos_rs.data, np.uint32(r0), np.uint32(mode),
                       (rs_hits if rs_hits is not None else counts).data, counts.data,
-                      *(() if occ is None else (occ.data,)))
+                      *(() if occ is None else (occ.data, (hits_at if hits_at is not None else occ).data)))
+        if mode == 2:
+            device.launch(knl.strand_hits, r1 - r0, hits_at.data, self.rb.rs_start.data, np.uint32(r0),
+                          np.uint32(r1 - r0), np.uint32(t0), rs_hits.data)
+            del hits_at
         offsets = _empty(device, n_items, np.uint64)
         self.tools["hit_offsets"](counts, offsets, self.total, size=n_items, queue=device.queue)
         n_hits = int(self.total.get()[0])

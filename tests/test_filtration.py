@@ -6,7 +6,7 @@ import types
 import numpy as np
 import pytest
 
-from peanut_py import qgroup
+from peanut_py import filtration, qgroup
 from peanut_py.device import Device
 from peanut_py.errors import PeanutError
 from peanut_py.filtration import (
@@ -264,6 +264,31 @@ def test_sequence_too_large_for_device_is_an_error(planted):
 
 # ---------------------------------------------------------------- filtration
 
+@pytest.mark.parametrize("fold", [0, 1])
+@pytest.mark.parametrize("block", [1, 7, 256])  # the GPU's one kmer per work-item, a ragged block, the CPU's
+def test_present_kmers_match_numpy(device, planted, fold, block):
+    """present_kmers lists, in some order, exactly the kmers whose key (the kmer, or folded its first q - 1
+    bases) occurs in the read buffer; the last work-item's block is cut at the table's end."""
+    import pyopencl.array as cla
+
+    p = planted
+    qi = QGroupIndex(device, p["rb"], p["q"], fold=fold)
+    kmers = p["ref"]["kmers"].astype(np.uint32)
+    knl = filtration.filter_kernels(device, p["q"], qi.s_stride, "uint", fold, block=block)
+    first = 5  # a chunk that starts inside the table
+    n = len(kmers) - first
+    present, n_present = cla.empty(device.queue, n, np.uint32), cla.zeros(device.queue, 1, np.uint32)
+    device.launch(knl.present_kmers, -(-n // block), cla.to_device(device.queue, kmers).data, np.uint64(first),
+                  np.uint32(n), qi.I.data, present.data, n_present.data)
+    got = np.sort(present.get()[: int(n_present.get()[0])])
+    text, rs_start, pos_rs = ref_text(p["codes"], p["offsets"])
+    g, _ = ref_qgrams(text, rs_start, pos_rs, p["q"])
+    keys = np.unique(g >> np.uint64(2 * fold))
+    want = np.flatnonzero(np.isin(kmers[first:].astype(np.uint64) >> np.uint64(2 * fold), keys))
+    np.testing.assert_array_equal(got, want)
+    assert 0 < len(want) < n
+
+
 def test_raw_hits_and_candidates_match_brute_force(device, planted):
     p = planted
     cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=1, keep_raw=True)
@@ -284,9 +309,11 @@ def test_collapse_gap(device, planted, gap):
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], gap))
 
 
-@pytest.mark.parametrize("fold", [0, 1])
-def test_small_windows_and_chunks_give_identical_candidates(device, planted, fold):
-    # Ranges of read strands: the occurrences of a q-gram are cut to [t0, t1) inside its part of O.
+@pytest.mark.parametrize("fold,scatter", [(0, True), (1, True), (1, False)])
+def test_small_windows_and_chunks_give_identical_candidates(device, planted, fold, scatter, monkeypatch):
+    # Ranges of read strands: the occurrences of a q-gram are cut to [t0, t1) inside its part of O.  The slot
+    # sizes counted by per-position writes (CPU devices) or by atomics (GPUs).
+    monkeypatch.setattr(filtration, "CPU_SCATTER_COUNTS", scatter)
     p = planted
     want = collapse(p["rs"], p["diag"], 8)
     qi = QGroupIndex(device, p["rb"], p["q"], fold=fold)
@@ -482,9 +509,10 @@ def repeat_slots(device):
                 resident=ResidentReference(device, *table_args(ref, q, step)), rs=rs, diag=diag)
 
 
-@pytest.mark.parametrize("fold", [0, 1])
+@pytest.mark.parametrize("fold,scatter", [(0, True), (1, True), (1, False)])
 @pytest.mark.parametrize("min_votes", [1, "auto", "masked"])
-def test_read_strands_with_10e5_hits(device, repeat_slots, min_votes, fold):
+def test_read_strands_with_10e5_hits(device, repeat_slots, min_votes, fold, scatter, monkeypatch):
+    monkeypatch.setattr(filtration, "CPU_SCATTER_COUNTS", scatter)
     p = dict(repeat_slots)
     p["qi"] = QGroupIndex(device, p["rb"], p["q"], fold=fold)  # long slots of O: folded lookups search them
     per_strand = np.bincount(p["rs"], minlength=p["rb"].n_rs)
