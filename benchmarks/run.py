@@ -370,16 +370,17 @@ def prepare_sets(args, names, genomes, notes):
     for name in names:
         if name in SIM_SETS:
             length, paired, scale = SIM_SETS[name]
+            seed = SIM_SEEDS[name] + 100 * args.seed_offset
             n_frag = args.reads // 2 if paired else args.reads
             params = {"genome": human.sha, "vcf": vcf and sha1_file(vcf), "n": n_frag, "len": length,
-                      "paired": paired, "scale": scale, "seed": SIM_SEEDS[name],
+                      "paired": paired, "scale": scale, "seed": seed,
                       "mason": capture([simulate.find_tool("mason_simulator") or "mason_simulator", "--version"])}
             d = os.path.join(args.work, "reads", f"{name}-{param_hash(params)}")
             done = os.path.join(d, "done")
             if not os.path.exists(done):
                 log(f"mason_simulator: {name} ({n_frag} {'pairs' if paired else 'reads'} of {length} bp)")
                 shutil.rmtree(d, ignore_errors=True)
-                simulate.simulate_reads(human.fa, d, n_frag, length, paired, SIM_SEEDS[name], vcf=vcf,
+                simulate.simulate_reads(human.fa, d, n_frag, length, paired, seed, vcf=vcf,
                                         mismatch_scale=scale)
                 open(done, "w").write(json.dumps(params))
             r1, r2 = os.path.join(d, "r1.fq"), os.path.join(d, "r2.fq") if paired else None
@@ -387,7 +388,7 @@ def prepare_sets(args, names, genomes, notes):
                 "genome": "human", "paired": paired, "r1": r1, "r2": r2, "reads": n_frag * (2 if paired else 1),
                 "truth": os.path.join(d, "truth.sam"), "truth_kind": "mason",
                 "source": f"mason_simulator, Illumina {length} bp, mismatch x{scale:g}, "
-                          f"{'variants' if vcf else 'no variants'}, seed {SIM_SEEDS[name]}",
+                          f"{'variants' if vcf else 'no variants'}, seed {seed}",
             }
             if name == "sim100se" and args.razers_reads > 0:
                 sets[name]["gold"] = prepare_gold(args, d, human, r1, notes)
@@ -591,6 +592,8 @@ def parse_args(argv=None):
     p.add_argument("--results", default=os.path.join(HERE, "results"), help="where the JSON/MD/PNG go")
     p.add_argument("--machine", help="label of this machine in the result file names")
     p.add_argument("--no-variants", action="store_true", help="simulate from the reference without mason_variator")
+    p.add_argument("--seed-offset", type=int, default=0,
+                   help="simulate the read sets with seed + 100 * N: other replicates of the same sets (default 0)")
     p.add_argument("--keep-sam", action="store_true", help="keep the mappers' SAM files under work/runs")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-install-plots", action="store_true", help="never pip-install matplotlib")
