@@ -27,25 +27,6 @@
 // Key of q-gram g in I, S and S'.
 inline uint qgram_key(uint g) { return g >> FOLD_BITS; }
 
-// The last FOLD bases of the (valid) q-gram at text position t: its place inside its key's slot.
-inline uint folded_bases(__global const uchar *text, uint t)
-{
-    uint v = 0;
-    for (uint k = Q - FOLD; k < Q; ++k) v = (v << 2) | text[t + k];
-    return v;
-}
-
-// Sort key of the occurrence at text position t (< 2^31): O is ordered by (q-gram, t), and inside one key's
-// slot the q-grams differ only in their folded bases.
-inline ulong occurrence_key(__global const uchar *text, uint t)
-{
-#if FOLD > 0
-    return ((ulong)folded_bases(text, t) << 32) | t;
-#else
-    return t;
-#endif
-}
-
 // S[i] of the paper.  Only every S_STRIDE-th group's S is stored (a sampled S is what a CPU device pays for
 // in fresh memory: 256 MiB at stride 2 for q = 16, 32 MiB at 16); a group in between adds the popcounts of
 // the words of I before it in its run of S_STRIDE words, all in one cache line of I.
@@ -103,6 +84,25 @@ inline void index_pair(__global const uint *I, __global const uint *S, __global 
 }
 
 #ifndef QGROUP_LOOKUP_ONLY
+
+// The last FOLD bases of the (valid) q-gram at text position t: its place inside its key's slot.
+inline uint folded_bases(__global const uchar *text, uint t)
+{
+    uint v = 0;
+    for (uint k = Q - FOLD; k < Q; ++k) v = (v << 2) | text[t + k];
+    return v;
+}
+
+// Sort key of the occurrence at text position t (< 2^31): O is ordered by (q-gram, t), and inside one key's
+// slot the q-grams differ only in their folded bases.
+inline ulong occurrence_key(__global const uchar *text, uint t)
+{
+#if FOLD > 0
+    return ((ulong)folded_bases(text, t) << 32) | t;
+#else
+    return t;
+#endif
+}
 
 // q-gram value at text position t (first base in the high bits); false when it leaves its read strand
 // or contains an N.
