@@ -1,4 +1,4 @@
-"""Build script: Cython extensions of peanut_py/*.pyx and the OpenCL kernels as package data."""
+"""Build script: the private Cython extensions peanut_py/_*.pyx, and the OpenCL kernels and type stubs as package data."""
 import glob
 import os
 
@@ -35,11 +35,9 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.10",
-    # kernels/ lives at the top level of the repository but is installed inside the package,
-    # so an installed `peanut` finds its .cl files from any working directory.
-    packages=["peanut_py", "peanut_py.kernels"],
-    package_dir={"peanut_py": "peanut_py", "peanut_py.kernels": "kernels"},
-    package_data={"peanut_py.kernels": ["*.cl"]},
+    packages=["peanut_py"],
+    # The OpenCL sources and shared headers, and the type stubs of the private Cython modules.
+    package_data={"peanut_py": ["kernels/*.cl", "kernels/*.clh", "*.pyi", "py.typed"]},
     ext_modules=cythonize(extensions, language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}),
     install_requires=["numpy>=1.24", "h5py>=3.8", "pyopencl>=2023.1", "pysam>=0.21", "dnaio>=1.2", "mako"],
     extras_require={

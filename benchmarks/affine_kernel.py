@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from peanut_py.affine import align_batch_device, default_layout  # noqa: E402
+from peanut_py.align_device import align_batch_device, default_layout  # noqa: E402
 from peanut_py.align import align_batch  # noqa: E402
 from peanut_py.device import Device  # noqa: E402
 

@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from peanut_py import reads as readsmod  # noqa: E402
-from peanut_py.core import MappingCore  # noqa: E402
+from peanut_py.device_stage import DeviceStage  # noqa: E402
 from peanut_py.device import Device  # noqa: E402
 from peanut_py.mapping import open_index  # noqa: E402
 from peanut_py.resident import ResidentReference  # noqa: E402
@@ -31,7 +31,7 @@ def main():
     args = p.parse_args()
     index = open_index(args.index)
     device = Device()
-    core = MappingCore(device, ResidentReference.from_index(device, index), best_stratum=True)
+    core = DeviceStage(device, ResidentReference.from_index(device, index), best_stratum=True)
     pool = device.pool
     print(f"device: {device.name}")
     print("| buffer | reads | wall s | index s | filtration s | validation s | minor faults | system s | pool MiB |")

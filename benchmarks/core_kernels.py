@@ -5,7 +5,7 @@
     python benchmarks/core_kernels.py --reads 200000       # what fits the 2-core VM's PoCL CPU device
     python benchmarks/core_kernels.py --index chr20.h5 --device 0 --json out.json
 
-One buffer of N reads goes through the three device steps of ``MappingCore.map_batch`` (q-group index,
+One buffer of N reads goes through the three device steps of ``DeviceStage.map_batch`` (q-group index,
 filtration, validation), each step split into its kernels: ``QGroupIndex`` and ``filter_reference`` run with
 ``profile=True`` (the queue is drained after every kernel, so each time is that kernel's alone), the read
 upload and validation are timed with ``queue.finish()`` around them. The buffer runs twice in one process;
@@ -291,7 +291,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     from peanut_py.device import Device
-    from peanut_py.qgroup import reads_per_buffer
+    from peanut_py.layout import reads_per_buffer
     from peanut_py.resident import ResidentReference
 
     def log(msg):

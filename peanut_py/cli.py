@@ -11,6 +11,8 @@ import sys
 
 from ._version import __version__
 from .errors import PeanutError
+from .options import (IndexOptions, MapOptions, RunOptions, Scoring, check, default_of, flags_of, help_of, metavar_of,
+                      parse_mode)
 
 
 def _log(msg):
@@ -23,15 +25,16 @@ def cmd_index(args):
     if args.info:
         print(reference.ReferenceIndex(args.reference).describe())
         return
+    opts = check(IndexOptions(q=args.q, step=args.step, mask_threshold=args.mask_threshold, compress=args.compress))
     reference.build_index(
         args.reference,
         args.output,
-        q=args.q,
-        step=args.step,
-        mask_threshold=args.mask,
+        q=opts.q,
+        step=opts.step,
+        mask_threshold=opts.mask_threshold,
         command_line=args.command_line,
         log=_log,
-        compress=args.compress,
+        compress=opts.compress,
     )
 
 
@@ -42,23 +45,18 @@ def cmd_info(args):
 
 
 def _mode(text):
-    if text in ("best", "all"):
-        return text
-    if text.startswith("strata:") and text[7:].isdigit() and int(text[7:]) >= 1:
+    if parse_mode(text) is not None:
         return text
     raise argparse.ArgumentTypeError(f"invalid mode {text!r} (best, all or strata:N)")
 
 
 def _identity(text):
+    """A fraction, or percent like PEANUT's -i 80; the range is checked with the other options."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid identity {text!r}") from None
-    if value > 1:  # accept percent like PEANUT's -i 80
-        value /= 100.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"identity must be in (0, 1] or (0, 100], got {text}")
-    return value
+    return value / 100.0 if value > 1 else value
 
 
 def _size(text):
@@ -76,7 +74,7 @@ def _size(text):
 
 
 def _insert_size(text):
-    from .pairing import parse_insert_size
+    from .insert_size import parse_insert_size
 
     try:
         return parse_insert_size(text)
@@ -86,23 +84,24 @@ def _insert_size(text):
 
 def cmd_map(args):
     from .mapping import map_reads
-    from .report import MapOptions
 
     if args.interleaved and args.mates is not None:
         raise PeanutError("-p/--interleaved takes one reads file (mates interleaved), not a second file MATES")
     paired = args.interleaved or args.mates is not None
     if args.insert_size is not None and not paired:
         raise PeanutError("-I applies to paired-end reads only (give MATES or -p)")
-    opts = MapOptions(
+    scoring = Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend,
+                      clip=args.clip)
+    opts = check(MapOptions(
         mode=args.mode, max_hits=args.max_hits, min_identity=args.min_identity, local=not args.semiglobal,
-        secondary=args.secondary, match=args.A, mismatch=args.B, gap_open=args.O, gap_extend=args.E, clip=args.L,
-        validate_all=args.validate_all, align_on=args.align_on,
-    )
+        secondary=args.secondary, scoring=scoring, validate_all=args.validate_all, align_on=args.align_on,
+    ))
+    run = check(RunOptions(threads=args.threads, batch_size=args.batch_size, memory_cap=args.memory_cap))
     map_reads(
-        args.index, args.reads, opts, output=args.output, threads=args.threads, device_spec=args.device,
-        batch_size=args.batch_size, read_group=args.read_group, reference=args.reference,
-        command_line=args.command_line, log=None if args.quiet else _log, mates=args.mates,
-        interleaved=args.interleaved, insert_size=args.insert_size, memory_cap=args.memory_cap,
+        args.index, args.reads, opts, output=args.output, run=run, device_spec=args.device,
+        read_group=args.read_group, reference=args.reference, command_line=args.command_line,
+        log=None if args.quiet else _log, mates=args.mates, interleaved=args.interleaved,
+        insert_size=args.insert_size,
     )
 
 
@@ -148,9 +147,13 @@ def _exit_interrupted():
     os._exit(130)
 
 
-def build_parser():
-    from . import reference
+def _option(parser, cls, name, type=int, **kwargs):
+    """An argument for field ``name`` of an options class: its flags, help, default and metavar from there."""
+    parser.add_argument(*flags_of(cls, name), dest=name, type=type, default=default_of(cls, name),
+                        help=help_of(cls, name).replace("%", "%%"), metavar=metavar_of(cls, name), **kwargs)
 
+
+def build_parser():
     parser = argparse.ArgumentParser(
         prog="peanut",
         description="peanut-py: portable OpenCL read mapper (q-group index, filtration, Myers validation)",
@@ -162,15 +165,8 @@ def build_parser():
     p = sub.add_parser("index", help="build the HDF5 reference index of a FASTA file")
     p.add_argument("reference", metavar="REF.fa[.gz]", help="reference FASTA (plain or gzip); with --info: an index")
     p.add_argument("-o", "--output", metavar="OUT.h5", help="index file (default: REF.fa.peanut.h5 beside the FASTA)")
-    p.add_argument("-q", type=int, default=reference.DEFAULT_Q, help="q-gram length, 1..16 (default %(default)s)")
-    p.add_argument(
-        "-s", "--step", type=int, default=reference.DEFAULT_STEP,
-        help="index every STEP-th reference position; 1 = every position (default %(default)s)",
-    )
-    p.add_argument(
-        "-m", "--mask", type=int, default=reference.DEFAULT_MASK_THRESHOLD, metavar="N",
-        help="mask q-grams occurring more than N times in the reference (default %(default)s; 0 = no masking)",
-    )
+    for name in ("q", "step", "mask_threshold"):
+        _option(p, IndexOptions, name)
     p.add_argument("--compress", action="store_true",
                    help="store the q-gram values and starts compressed: about half the file, but every `peanut map` "
                         "then inflates them into memory instead of mapping them from the page cache")
@@ -192,14 +188,13 @@ def build_parser():
                    help="insert size of the pairs instead of estimating it: STD defaults to 10%% of MEAN, "
                         "MAX/MIN to MEAN +- 4 STD")
     p.add_argument("-o", "--output", metavar="OUT", help="output file: .sam or .bam (default: SAM on stdout)")
-    p.add_argument("-t", "--threads", type=int, default=1, help="threads, as bwa counts them: above 2, two go to reading and the device (default %(default)s)")
+    _option(p, RunOptions, "threads")
     p.add_argument("--device", metavar="D", help="OpenCL device index or name substring (see `peanut devices`)")
     p.add_argument("-R", "--read-group", metavar="STR", help="read group header line such as '@RG\\tID:x\\tSM:y'")
     p.add_argument("--mode", type=_mode, default="best",
                    help="report the best stratum (best), all strata (all) or the best N strata (strata:N)")
-    p.add_argument("--max-hits", type=int, default=5, metavar="N", help="report at most N hits per read (default %(default)s)")
-    p.add_argument("-i", "--min-identity", type=_identity, default=0.8, metavar="ID",
-                   help="minimum percent identity (len - edits) / len of a hit, 0..1 or 0..100 (default 0.8)")
+    _option(p, MapOptions, "max_hits")
+    _option(p, MapOptions, "min_identity", type=_identity)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--local", action="store_true", help="local alignment, soft-clipping read ends (default)")
     g.add_argument("--semiglobal", action="store_true", help="align every read end to end")
@@ -211,16 +206,11 @@ def build_parser():
                    "(slower; same best hits, MAPQ from all rivals)")
     p.add_argument("--align-on", choices=("cpu", "device"), default="cpu",
                    help="where the final affine-gap alignment of reported hits runs: the postprocessing threads "
-                   "(cpu, default) or the OpenCL device (kernels/affine.cl); the output is identical")
-    p.add_argument("--memory-cap", type=_size, metavar="SIZE",
-                   help="use at most SIZE of device memory (e.g. 2G): buffers and the q-gram table adapt, as on a "
-                   "smaller device (default: the device's global memory)")
-    p.add_argument("--batch-size", type=int, metavar="N", help="reads per device buffer (default: from device memory)")
-    p.add_argument("-A", type=int, default=1, help="match score (default %(default)s)")
-    p.add_argument("-B", type=int, default=4, help="mismatch penalty (default %(default)s)")
-    p.add_argument("-O", type=int, default=6, help="gap open penalty (default %(default)s)")
-    p.add_argument("-E", type=int, default=1, help="gap extension penalty (default %(default)s)")
-    p.add_argument("-L", type=int, default=5, help="clipping penalty in local mode (default %(default)s)")
+                   "(cpu, default) or the OpenCL device; the output is identical")
+    _option(p, RunOptions, "memory_cap", type=_size)
+    _option(p, RunOptions, "batch_size")
+    for name in ("match", "mismatch", "gap_open", "gap_extend", "clip"):
+        _option(p, Scoring, name)
     p.add_argument("--reference", metavar="REF.fa", help="refuse to run unless INDEX was built from this FASTA")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr")
     p.set_defaults(func=cmd_map)

@@ -1,11 +1,14 @@
-"""The OpenCL device layer: the single owner of context, queue, memory pool and compiled programs.
+"""The OpenCL device layer: the single owner of context, queues, memory pool, buffers and compiled programs.
 
-Everything that talks to OpenCL gets its context from a :class:`Device`; kernels are compiled from
-``kernels/<name>.cl`` with ``-D`` defines and cached per (name, defines).
+Everything that talks to OpenCL gets its context from a :class:`Device`; kernels are compiled from the
+package's ``kernels/<name>.cl`` with ``-D`` defines and ``-I kernels/`` (shared ``.clh`` headers) and cached
+per (name, defines).  :class:`StepTimer` times the steps of a stage when profiling.
 """
 import os
 import pathlib
 import threading
+import time
+import types
 from dataclasses import dataclass
 
 from .errors import PeanutError
@@ -16,13 +19,9 @@ NO_PLATFORM_HELP = (
 )
 
 
-def kernel_dir():
-    """Directory holding the ``.cl`` files: inside the installed package, else the source tree's ``kernels/``."""
-    here = pathlib.Path(__file__).resolve().parent
-    for candidate in (here / "kernels", here.parent / "kernels"):
-        if any(candidate.glob("*.cl")):
-            return candidate
-    raise PeanutError(f"OpenCL kernel sources not found (looked in {here / 'kernels'} and {here.parent / 'kernels'})")
+KERNEL_DIR = pathlib.Path(__file__).resolve().parent / "kernels"
+# Words per work-item of buffers.cl's zero_words, before rounding to work-groups.
+ZERO_SPAN = 16384
 
 
 def _cl():
@@ -185,7 +184,7 @@ class Device:
     Create one per run and pass it to every kernel wrapper; nothing else creates contexts.
     """
 
-    def __init__(self, spec=None, memory_cap=None):
+    def __init__(self, spec=None, memory_cap=None, kernel_dir=None):
         cl = _cl()
         import pyopencl.tools
 
@@ -206,6 +205,8 @@ class Device:
         # A cap (bytes) lets tests and benchmarks simulate a smaller device.
         self.global_mem = min(self.info.global_mem, memory_cap) if memory_cap else self.info.global_mem
         self.max_alloc = min(self.info.max_alloc, self.global_mem)
+        # Where ``program`` finds ``<name>.cl`` (the package's kernels unless a caller brings its own).
+        self.kernel_dir = pathlib.Path(kernel_dir) if kernel_dir is not None else KERNEL_DIR
 
     @property
     def name(self):
@@ -224,7 +225,7 @@ class Device:
     def cached(self, key, build):
         """``build()`` once per ``key`` on this device (programs, kernels, pyopencl scans), whichever thread asks
         first; a thread asking while another builds the same key waits for that build instead of repeating it
-        (``MappingCore.warm_up`` builds ahead of the device thread). A failed build is not cached: the next
+        (``DeviceStage.warm_up`` builds ahead of the device thread). A failed build is not cached: the next
         caller builds again and sees the error itself."""
         while True:
             with self._lock:
@@ -275,15 +276,25 @@ class Device:
         """Compile ``kernels/<name>.cl`` with ``-D KEY=VALUE`` for each define; cached per argument set."""
         return self.cached(("program", name, tuple(sorted(defines.items()))), lambda: self._build(name, defines))
 
+    def kernels(self, name, **defines):
+        """Kernel objects of ``kernels/<name>.cl`` by function name, created once per defines and reused.
+
+        A kernel object carries its arguments, so one should be launched from one thread at a time."""
+        def build():
+            prg = self.program(name, **defines)
+            return types.SimpleNamespace(**{k.function_name: k for k in prg.all_kernels()})
+
+        return self.cached(("kernels", name, tuple(sorted(defines.items()))), build)
+
     def _build(self, name, defines):
         cl = _cl()
-        path = kernel_dir() / f"{name}.cl"
+        path = self.kernel_dir / f"{name}.cl"
         try:
             source = path.read_text()
         except OSError as e:
             raise PeanutError(f"cannot read kernel {path}: {e.strerror}") from None
         options = [f"-D{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(defines.items())]
-        options += ["-I", str(path.parent)]
+        options += ["-I", str(KERNEL_DIR)]
         try:
             return cl.Program(self.context, source).build(options=options)
         except cl.RuntimeError as e:
@@ -318,3 +329,52 @@ class Device:
             if self._side_queue is None:
                 self._side_queue = _cl().CommandQueue(self.context)
             return self._side_queue
+
+    def warm_up(self):
+        """Build the device layer's own programs that a run will use (see ``DeviceStage.warm_up``)."""
+        if self.host_memory:
+            self.kernels("buffers")
+
+    # --- buffers ------------------------------------------------------------------------------------------
+
+    def empty(self, n, dtype):
+        """An uninitialised device array of ``n`` elements from the pool (at least one: zero-length buffers
+        are not valid kernel arguments)."""
+        import pyopencl.array as cla
+
+        return cla.empty(self.queue, max(int(n), 1), dtype, allocator=self.pool)
+
+    def zeros(self, n, dtype):
+        """A device array of ``n`` zeros (at least one element), filled by the fill command."""
+        import numpy as np
+
+        a = self.empty(n, dtype)
+        _cl().enqueue_fill_buffer(self.queue, a.data, np.zeros(1, dtype), 0, a.nbytes)
+        return a
+
+    def zero_words(self, a):
+        """``a`` (a uint32 device array) set to 0 and returned.  A CPU device's fill command runs on one
+        thread, so there a kernel spreads the work (and the first touch of fresh pages) over the cores."""
+        import numpy as np
+
+        if self.host_memory:
+            knl = self.kernels("buffers").zero_words
+            self.launch(knl, -(-a.size // ZERO_SPAN), a.data, np.uint64(a.size))
+        else:
+            _cl().enqueue_fill_buffer(self.queue, a.data, np.zeros(1, np.uint32), 0, a.nbytes)
+        return a
+
+
+class StepTimer:
+    """Wall time per step when ``enabled`` (the queue is drained after each step); else a no-op."""
+
+    def __init__(self, queue, enabled):
+        self.queue, self.enabled, self.times = queue, enabled, {}
+        self._t = time.perf_counter()
+
+    def __call__(self, step):
+        if self.enabled:
+            self.queue.finish()
+            now = time.perf_counter()
+            self.times[step] = self.times.get(step, 0.0) + now - self._t
+            self._t = now

@@ -12,14 +12,13 @@ from collections import namedtuple
 import numpy as np
 
 from .errors import PeanutError
-from .qgroup import MAX_READ_LENGTH, StepTimer, _empty, _zeros, default_fold, kernels, qgroup_kernels, zero_words
-from .scans import exclusive_sum
+from . import scans
+from .device import StepTimer
+from .layout import MAX_READ_LENGTH, default_fold
 
 DEFAULT_COLLAPSE_GAP = 8
 EMIT_BLOCK = 32  # raw hits per work-item of the emit pass
 SORT_BLOCK = 16  # slot entries sorted by insertion before the merge passes
-# Key bits per radix-sort pass of the interval merge (only for a read strand with more hits than a window).
-RADIX_BITS = 3
 # Device bytes per raw hit of a window: its diagonal 4, the slot sort's scratch 4, candidates up to 16 (one
 # per hit at worst), slack.
 BYTES_PER_HIT = 32
@@ -96,13 +95,13 @@ def filter_kernels(device, q, s_stride, starts_ctype, fold, block=None):
     """The kernels of ``kernels/filter.cl`` for a q-group index of ``q``, ``s_stride`` and ``fold`` and a
     q-gram table whose starts have the C type ``starts_ctype``; ``block``: kmers per work-item of
     ``present_kmers`` (default: the device's, :func:`present_block`)."""
-    return kernels(device, "filter", Q=int(q), S_STRIDE=int(s_stride), FOLD=int(fold), STARTS_T=starts_ctype,
-                   EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK,
-                   PRESENT_BLOCK=present_block(device) if block is None else int(block))
+    return device.kernels("filter", Q=int(q), S_STRIDE=int(s_stride), FOLD=int(fold), STARTS_T=starts_ctype,
+                          EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK,
+                          PRESENT_BLOCK=present_block(device) if block is None else int(block))
 
 
 def build_programs(device, resident, s_stride):
-    """Build what every filtration against ``resident`` uses (see ``MappingCore.warm_up``)."""
+    """Build what every filtration against ``resident`` uses (see ``DeviceStage.warm_up``)."""
     filter_kernels(device, resident.q, s_stride, resident.starts_ctype, default_fold(device))
     tools = _tools(device)
     tools["hit_offsets"], tools["slot_starts"]
@@ -123,77 +122,14 @@ class _Tools:
 
     def __getitem__(self, name):
         if name in self.MERGE:
-            return self.device.cached("filtration-merge", lambda: _merge_tools(self.device))[name]
+            return scans.interval_merge(self.device)[name]
         if name == "slot_starts":
             # Slot of each read strand (with a closing entry) and its fill cursor; also the first candidate
             # of each slot.
-            return exclusive_sum(self.device)
+            return scans.exclusive_sum(self.device)
         if name == "hit_offsets":
-            return self.device.cached("hit-offsets", lambda: _hit_offsets(self.device))
+            return scans.hit_offsets(self.device)
         raise KeyError(name)
-
-
-def _hit_offsets(device):
-    """Algorithm 2, line 6: where each kmer's hits go (uint64 counts -> exclusive sum and the total)."""
-    from pyopencl.scan import GenericScanKernel
-
-    return GenericScanKernel(
-        device.context, np.uint64,
-        arguments="__global const ulong *counts, __global ulong *offsets, __global ulong *total",
-        input_expr="counts[i]", scan_expr="a + b", neutral="0",
-        output_statement="offsets[i] = prev_item; if (i == N - 1) total[0] = item;",
-    )
-
-
-def _merge_tools(device):
-    from pyopencl.algorithm import RadixSort
-    from pyopencl.scan import GenericScanKernel
-
-    ctx = device.context
-    return {
-        # Intervals sorted by (rs, lo): largest hi so far within the read strand, before entry i.
-        "running_hi": GenericScanKernel(
-            ctx, np.uint32,
-            arguments="__global const uint *rs, __global const uint *hi, __global uint *run_hi",
-            input_expr="hi[i]", scan_expr="across_seg_boundary ? b : max(a, b)", neutral="0",
-            is_segment_start_expr="i == 0 || rs[i] != rs[i - 1]",
-            output_statement="run_hi[i] = prev_item;",
-        ),
-        "interval_clusters": GenericScanKernel(
-            ctx, np.uint32,
-            arguments="__global const uint *rs, __global const uint *lo, __global const uint *run_hi, "
-            "__global uint *first, __global uint *n_out, const uint gap",
-            input_expr="(i == 0 || rs[i] != rs[i - 1] || (lo[i] > run_hi[i] && lo[i] - run_hi[i] > gap)) ? 1 : 0",
-            scan_expr="a + b", neutral="0",
-            output_statement="if (item != prev_item) first[prev_item] = i; if (i == N - 1) n_out[0] = item;",
-        ),
-        # The votes threshold applied to merged candidates, keeping their order (as slot_threshold in filter.cl).
-        "keep_votes": GenericScanKernel(
-            ctx, np.uint32,
-            arguments="__global const uint *rs, __global const uint *lo, __global const uint *hi, "
-            "__global const uint *votes, __global const uint *rs_start, __global const uint *min_votes, "
-            "__global const uint *masked_per_rs, const uint use_masked, "
-            "__global uint *o_rs, __global uint *o_lo, __global uint *o_hi, __global uint *o_votes, "
-            "__global uint *n_out",
-            preamble="""
-            inline uint votes_needed(__global const uint *rs_start, __global const uint *min_votes,
-                                     __global const uint *masked_per_rs, uint use_masked, uint rs)
-            {
-                uint t = min_votes[rs_start[rs + 1] - rs_start[rs]];
-                if (use_masked) t = t > masked_per_rs[rs] ? t - masked_per_rs[rs] : 1u;
-                return max(t, 1u);
-            }
-            """,
-            input_expr="votes[i] >= votes_needed(rs_start, min_votes, masked_per_rs, use_masked, rs[i]) ? 1 : 0",
-            scan_expr="a + b", neutral="0",
-            output_statement="if (item != prev_item) { o_rs[prev_item] = rs[i]; o_lo[prev_item] = lo[i]; "
-            "o_hi[prev_item] = hi[i]; o_votes[prev_item] = votes[i]; } if (i == N - 1) n_out[0] = item;",
-        ),
-        "sort_intervals": RadixSort(
-            ctx, "__global uint *rs, __global uint *lo, __global uint *hi, __global uint *votes, const uint diag_bits",
-            "(((ulong)rs[i]) << diag_bits) | lo[i]", ["rs", "lo", "hi", "votes"], bits_at_a_time=RADIX_BITS,
-            key_dtype=np.uint64),
-    }
 
 
 def sort_length(sorter, n):
@@ -314,7 +250,6 @@ class _Filtration:
         if self.key_bits > 64:
             raise PeanutError("filtration: read strand id and diagonal do not fit one 64-bit key")
         self.knl = filter_kernels(device, qi.q, qi.s_stride, resident.starts_ctype, qi.fold)
-        self.qknl = qgroup_kernels(device, qi.q, qi.s_stride, qi.fold)  # its zero_words
         self.tools = _tools(device)
         self.step = StepTimer(device.queue, profile)
         self.thresholds = (table > 1).any()
@@ -324,7 +259,7 @@ class _Filtration:
         if masked_kmers is not None and rb.n_rs:
             masked = cla.to_device(device.queue, np.ascontiguousarray(masked_kmers, dtype=np.uint32),
                                    allocator=device.pool)
-            self.masked_per_rs = _zeros(device, rb.n_rs, np.uint32)
+            self.masked_per_rs = device.zeros(rb.n_rs, np.uint32)
             device.launch(self.knl.count_masked, len(masked), masked.data, np.uint32(len(masked)), qi.I.data,
                           qi.S.data, qi.Sp.data, qi.O.data, qi.Ob.data, rb.pos_rs.data,
                           self.masked_per_rs.data)
@@ -332,7 +267,7 @@ class _Filtration:
         # (array, flag) for the threshold of the slots and of keep_votes: the counts, or unused.
         self.masked_args = ((self.masked_per_rs, np.uint32(1)) if self.masked_per_rs is not None
                             else (self.min_votes, np.uint32(0)))
-        self.total = _empty(device, 1, np.uint64)
+        self.total = device.empty(1, np.uint64)
         self.raw_parts = []
         self.n_raw = self.n_collapsed = self.n_chunks = self.n_windows = self.n_ranges = 0
 
@@ -344,7 +279,7 @@ class _Filtration:
         if self._present_cache is not None and self._present_cache[0] == key:
             return self._present_cache[1]
         device = self.device
-        present = (_empty(device, chunk.n_kmers, np.uint32), _zeros(device, 1, np.uint32))
+        present = (device.empty(chunk.n_kmers, np.uint32), device.zeros(1, np.uint32))
         device.launch(self.knl.present_kmers, -(-chunk.n_kmers // present_block(device)), chunk.kmers.data,
                       np.uint64(chunk.k_base), np.uint32(chunk.n_kmers), self.qi.I.data, *(a.data for a in present))
         result = (present[0], int(present[1].get()[0]))
@@ -372,14 +307,14 @@ class _Filtration:
             count_knl = knl.count_hits
         if n_items == 0:
             return _Pass(chunk, work, extra, present, None, None, 0)
-        counts = _empty(device, n_items, np.uint64)
-        occ = None if self.per_position else _empty(device, 2 * n_items, np.uint32)
+        counts = device.empty(n_items, np.uint64)
+        occ = None if self.per_position else device.empty(2 * n_items, np.uint32)
         # How the slot sizes are counted (kernels/filter.cl, count_hits): per-position items and GPUs by
         # atomics, CPU devices by per-position writes summed per read strand.
         mode, hits_at = (0 if rs_hits is None else 1), None
         if rs_hits is not None and occ is not None and device.host_memory and CPU_SCATTER_COUNTS:
             t0, t1 = (int(x) for x in self.rb.rs_start_host[[r0, r1]])
-            mode, hits_at = 2, zero_words(device, self.qknl, _empty(device, t1 - t0, np.uint32))
+            mode, hits_at = 2, device.zero_words(device.empty(t1 - t0, np.uint32))
         device.launch(count_knl, n_items, chunk.kmers.data, chunk.starts.data, *work, *self._index(r0, r1), *extra,
                       self.rb.pos_rs.data, np.uint32(r0), np.uint32(mode),
                       (rs_hits if rs_hits is not None else counts).data, counts.data,
@@ -388,7 +323,7 @@ class _Filtration:
             device.launch(knl.strand_hits, r1 - r0, hits_at.data, self.rb.rs_start.data, np.uint32(r0),
                           np.uint32(r1 - r0), np.uint32(t0), rs_hits.data)
             del hits_at
-        offsets = _empty(device, n_items, np.uint64)
+        offsets = device.empty(n_items, np.uint64)
         self.tools["hit_offsets"](counts, offsets, self.total, size=n_items, queue=device.queue)
         n_hits = int(self.total.get()[0])
         self.step("count")
@@ -417,7 +352,7 @@ class _Filtration:
     def _count_range(self, r0, r1):
         """Raw hits of read strands [r0, r1): the total, the hits per read strand (uint32, with a closing 0;
         valid when the total fits a window) and, when the table is one chunk, that chunk and its offsets."""
-        rs_hits = _zeros(self.device, r1 - r0 + 1, np.uint32)
+        rs_hits = self.device.zeros(r1 - r0 + 1, np.uint32)
         total, passes = 0, []
         for chunk in self.resident.qgram_chunks(self.max_kmers):
             self.step("upload")
@@ -440,8 +375,8 @@ class _Filtration:
     def _slots(self, r0, r1, total, rs_hits, counted):
         """Candidates of read strands [r0, r1), which have ``total`` <= window raw hits."""
         n_slots = r1 - r0
-        slot_start = _empty(self.device, n_slots + 1, np.uint32)
-        cursor = _empty(self.device, n_slots + 1, np.uint32)
+        slot_start = self.device.empty(n_slots + 1, np.uint32)
+        cursor = self.device.empty(n_slots + 1, np.uint32)
         self.tools["slot_starts"](rs_hits, slot_start, cursor, size=n_slots + 1, queue=self.device.queue)
         diags = self.device.workspace("filtration-diags", total, np.uint32)
         for p in self._passes(r0, r1, counted):
@@ -472,8 +407,8 @@ class _Filtration:
                 w1 = min(p.n_hits, w0 + self.window)
                 slot_start = cla.to_device(self.device.queue, np.array([0, w1 - w0], np.uint32),
                                            allocator=self.device.pool)
-                cursor = _zeros(self.device, 1, np.uint32)
-                diags = _empty(self.device, w1 - w0, np.uint32)
+                cursor = self.device.zeros(1, np.uint32)
+                diags = self.device.empty(w1 - w0, np.uint32)
                 self._emit(p, r0, r0 + 1, w0, w1, cursor, diags)
                 parts.append(self._collapse(r0, 1, slot_start, diags, w1 - w0, self.no_threshold))
                 if len(parts) > 1 and sum(p.n for p in parts) > self.window:
@@ -491,8 +426,8 @@ class _Filtration:
         cand.n_collapsed = cand.n
         if not self.thresholds or cand.n == 0:
             return cand
-        out = [_empty(self.device, cand.n, np.uint32) for _ in range(4)]
-        n_out = _empty(self.device, 1, np.uint32)
+        out = [self.device.empty(cand.n, np.uint32) for _ in range(4)]
+        n_out = self.device.empty(1, np.uint32)
         self.tools["keep_votes"](cand.rs, cand.diag_lo, cand.diag_hi, cand.votes, self.rb.rs_start,
                                  self.min_votes, *self.masked_args, *out, n_out, size=cand.n,
                                  queue=self.device.queue)
@@ -552,8 +487,8 @@ def collapse_slots(device, knl, tools, diags, total, slot_start, n_slots, rs_sta
     flag) lowering the thresholds (see ``slot_threshold`` in filter.cl), or None."""
     step = step or (lambda name: None)
     scratch = device.workspace("filtration-sort-scratch", total, np.uint32)
-    n_kept = _zeros(device, n_slots + 1, np.uint32)
-    n_all = _empty(device, n_slots, np.uint32)
+    n_kept = device.zeros(n_slots + 1, np.uint32)
+    n_all = device.empty(n_slots, np.uint32)
     masked_per_rs, use_masked = masked or (min_votes, np.uint32(0))
     common = (slot_start.data, np.uint32(n_slots), rs_start.data, np.uint32(r0), min_votes.data,
               masked_per_rs.data, use_masked, np.uint32(gap))
@@ -563,12 +498,12 @@ def collapse_slots(device, knl, tools, diags, total, slot_start, n_slots, rs_sta
     if raw is not None:
         sizes = np.diff(slot_start.get()[: n_slots + 1].astype(np.int64))
         raw.append((np.repeat(np.arange(r0, r0 + n_slots, dtype=np.uint32), sizes), diags.get()[:total]))
-    cand_start = _empty(device, n_slots + 1, np.uint32)
-    copy = _empty(device, n_slots + 1, np.uint32)
+    cand_start = device.empty(n_slots + 1, np.uint32)
+    copy = device.empty(n_slots + 1, np.uint32)
     tools["slot_starts"](n_kept, cand_start, copy, size=n_slots + 1, queue=device.queue)
     del copy
     n_c = int(cand_start[n_slots : n_slots + 1].get()[0])  # n_kept's closing entry is 0
-    out = [_empty(device, n_c, np.uint32) for _ in range(4)]
+    out = [device.empty(n_c, np.uint32) for _ in range(4)]
     device.launch(knl.write_candidates, n_slots, diags.data, *common, cand_start.data, *(a.data for a in out))
     part = Candidates(n_c, *out)
     part.n_collapsed = int(n_all.get()[:n_slots].sum(dtype=np.int64)) if count_all else n_c
@@ -582,7 +517,7 @@ def _concatenate(device, parts):
 
     parts = [p for p in parts if p.n]
     if not parts:
-        return Candidates(0, *(_empty(device, 0, np.uint32) for _ in range(4)))
+        return Candidates(0, *(device.empty(0, np.uint32) for _ in range(4)))
     if len(parts) == 1:
         return parts[0]
     cols = [cla.concatenate([getattr(p, f)[: p.n] for p in parts], queue=device.queue, allocator=device.pool)
@@ -611,13 +546,13 @@ def _merge(device, knl, tools, parts, gap, diag_bits, key_bits):
     cols = [cla.concatenate(column, queue=queue, allocator=pool) for column in arrays]
     (rs, lo, hi, votes), _ = tools["sort_intervals"](*cols, np.uint32(diag_bits), key_bits=key_bits,
                                                       allocator=pool, queue=queue)
-    run_hi = _empty(device, n, np.uint32)
+    run_hi = device.empty(n, np.uint32)
     tools["running_hi"](rs, hi, run_hi, size=n, queue=queue)
-    first = _empty(device, n, np.uint32)
-    n_out = _empty(device, 1, np.uint32)
+    first = device.empty(n, np.uint32)
+    n_out = device.empty(1, np.uint32)
     tools["interval_clusters"](rs, lo, run_hi, first, n_out, np.uint32(gap), size=n, queue=queue)
     n_c = int(n_out.get()[0])
-    out = [_empty(device, n_c, np.uint32) for _ in range(4)]
+    out = [device.empty(n_c, np.uint32) for _ in range(4)]
     device.launch(knl.merge_intervals, n_c, rs.data, lo.data, hi.data, votes.data, np.uint32(n), first.data,
                   np.uint32(n_c), *(a.data for a in out))
     return Candidates(n_c, *out)

@@ -1,19 +1,22 @@
-"""`peanut map`: wires the index, the device, the pipeline and the SAM writer together."""
+"""`peanut map`: the index, the device, the pipeline and the SAM writer wired together for one run.
+
+The single-end and paired-end parts of a run (its batches, host stage, postprocessing steps and summary)
+live in map_single.py and map_paired.py; this module owns what both share.
+"""
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-
-from . import reads as readsmod
 from . import sam
-from .core import MappingCore
 from .device import Device
+from .device_stage import DeviceStage
 from .errors import PeanutError
+from .layout import reads_per_buffer
+from .options import RunOptions, check
 from .pipeline import StageTimes, postprocess_threads, run_pipeline
-from .qgroup import reads_per_buffer
+from .postprocess import Postprocessor
 from .reference import ReferenceIndex, reference_checksum
-from .report import Postprocessor
 from .resident import ResidentReference
 
 
@@ -41,24 +44,21 @@ def check_reference(index, fasta_path, index_path):
 
 
 # Reads per batch at most: enough to fill a GPU (filtration streams the reference once per batch), few enough
-# that reading, the device and the postprocessing pool work on consecutive batches at the same time (one
-# batch of a million reads on the H200: 1.2 s reading, then 1.0 s device, then 1.2 s postprocessing).
+# that reading, the device and the postprocessing pool work on consecutive batches at the same time.
 PIPELINE_BATCH = 1 << 18
-# On a CPU device (PoCL) the buffer is host memory: the first batch pays the kernel's zeroing of every fresh
-# page it touches (VM, 200 k reads in one batch: 13 s of system time, 21 s wall), later batches reuse the
-# memory pool's pages. Batches of 32 k reads keep that cost to one small batch, while the per-batch fixed work
-# (the kmer list scanned against I, clearing I, the S scan: ~0.067 s) stays under 5 % (VM, 200 k reads, -t 2:
-# 12.6-13.7 s at 32 k, 14.4-15.1 s at 64 k, 15-21 s at 16 k; with the folded index 16 k and 32 k came out
-# within noise, docs/mapping.md "Memory").
+# On a CPU device (PoCL) the buffer is host memory, and the first batch pays the kernel's zeroing of every
+# fresh page it touches while later batches reuse the pool's pages; small batches keep that cost to one
+# small batch, while the per-batch fixed work (the kmer list scanned against I, clearing I, the S scan) stays
+# a small share (docs/mapping.md, "Memory").
 CPU_PIPELINE_BATCH = 1 << 15
 
 
-def _warm_up(core, paired):
-    core.warm_up()
+def _warm_up(stage, paired):
+    stage.warm_up()
     if paired:
         from . import rescue
 
-        rescue.build_programs(core.device)
+        rescue.build_programs(stage.device)
 
 
 def pipeline_batch(device):
@@ -66,21 +66,23 @@ def pipeline_batch(device):
     return CPU_PIPELINE_BATCH if device.host_memory else PIPELINE_BATCH
 
 
-def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=None, batch_size=None,
-              read_group=None, reference=None, command_line=None, log=None, memory_cap=None, mates=None,
-              interleaved=False, insert_size=None):
-    """Map single-end reads; returns a summary dict. SAM/BAM goes to ``output`` (None = stdout).
+def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), device_spec=None, read_group=None,
+              reference=None, command_line=None, log=None, mates=None, interleaved=False, insert_size=None):
+    """Map reads; returns a summary dict. SAM/BAM goes to ``output`` (None = stdout).
 
-    Paired-end: ``mates`` (the second file) or ``interleaved=True``; ``insert_size`` (pairing.InsertSize,
-    from ``-I``) replaces the estimate. See :func:`map_pairs`."""
+    ``opts``: options.MapOptions (what is reported); ``run``: options.RunOptions (threads, batch size, memory
+    cap: never the output).  Paired-end: ``mates`` (the second file) or ``interleaved=True``;
+    ``insert_size`` (insert_size.InsertSize, from ``-I``) replaces the estimate."""
+    check(opts)
+    check(run)
     t_start = time.perf_counter()
-    requested, threads = threads, postprocess_threads(threads)
+    requested, threads = run.threads, postprocess_threads(run.threads)
     index = open_index(index_path)
     if reference is not None:
         check_reference(index, reference, index_path)
     rg_line, rg_id = sam.parse_read_group(read_group) if read_group else (None, None)
-    opts.read_group_id = rg_id
-    device = Device(device_spec, memory_cap=memory_cap)
+    opts = opts.with_read_group(rg_id)
+    device = Device(device_spec, memory_cap=run.memory_cap)
     t0 = time.perf_counter()
     # the host's base codes (for the final alignment) are unpacked while the device copy loads and uploads
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -93,70 +95,71 @@ def map_reads(index_path, reads_path, opts, output=None, threads=1, device_spec=
         log(f"device: {device.name}, {device.global_mem / 2**30:.1f} GiB used at most; reference on the device "
             f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload); "
             f"-t {requested}: {threads} postprocessing thread{'s' if threads > 1 else ''}")
+    batch_size = run.batch_size
     if batch_size is None:
         batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes,
                                       max_reads=pipeline_batch(device))
-    core = MappingCore(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
+    stage = DeviceStage(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
     paired = mates is not None or interleaved
     # the programs build on a side thread while the postprocessor loads and the first batch is read
-    warm = threading.Thread(target=_warm_up, args=(core, paired), name="peanut-warm-up", daemon=True)
+    warm = threading.Thread(target=_warm_up, args=(stage, paired), name="peanut-warm-up", daemon=True)
     warm.start()
     try:
         post = Postprocessor(index, genome, opts, device=device)
         header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
                                 program_command_line=command_line)
         if paired:
-            from .paired_mapping import map_pairs
+            from .map_paired import PairedRun
 
-            return map_pairs(core, post, index, header, reads_path, mates, opts, output=output, threads=threads,
-                             batch_size=batch_size, insert_size=insert_size, log=log, t_start=t_start)
-        return _map_single(core, post, header, reads_path, output, threads, batch_size, log, t_start)
+            part = PairedRun(stage, post, reads_path, None if interleaved else mates, opts, threads,
+                             insert_size=insert_size, log=log)
+        else:
+            from .map_single import SingleEndRun
+
+            part = SingleEndRun(post, reads_path, threads)
+        return _run(stage, part, header, reads_path, output, threads, batch_size, log, t_start)
     finally:
         # an exit while the warm-up is inside the driver aborts the process ("terminate called ...")
         warm.join()
         index.close()
 
 
-def _map_single(core, post, header, reads_path, output, threads, batch_size, log, t_start):
+def _run(stage, part, header, reads_path, output, threads, batch_size, log, t_start):
+    """One run of the pipeline for the single-end or paired-end ``part``; returns the summary."""
     stats = {"raw_hits": 0, "candidates": 0}
 
     def device_step(batch):
-        result = core.map_batch(batch.codes, batch.offsets)
+        result = stage.map_batch(batch.codes, batch.offsets)
         stats["raw_hits"] += result.raw_hits
         stats["candidates"] += result.candidates
         return result
 
-    def post_steps(batch, result):
-        return post.chunk_steps(batch, result, max(1, threads) * post.CHUNKS_PER_THREAD)
-
     times = StageTimes()
-    batches = readsmod.read_batches(reads_path, max_reads=batch_size)
     with sam.open_output(output, header, threads=threads) as out:
-        n_reads, _ = run_pipeline(batches, device_step, post_steps, out.write, threads=threads, log=log, times=times)
+        n_reads, _ = run_pipeline(part.batches(batch_size), device_step, part.post_steps, out.write, threads=threads,
+                                  log=log, times=times, host_stage=part.host_stage)
         if n_reads == 0:
             # an empty reads file is almost always a mistake upstream; leave no output that looks valid
             raise PeanutError(f"{reads_path}: empty file (no reads)")
     wall = time.perf_counter() - t_start
-    mapped = times.counts.get("mapped", 0)
+    counts = times.counts
+    mapped = counts.get("mapped", 0)
     summary = {
         "reads": n_reads,
         "mapped": mapped,
         "unmapped": n_reads - mapped,
-        "multi": times.counts.get("multi", 0),
+        "multi": counts.get("multi", 0),
         "seconds": wall,
         "stages": dict(times.seconds),
         "candidates_per_read": stats["candidates"] / max(n_reads, 1),
         "raw_hits_per_read": stats["raw_hits"] / max(n_reads, 1),
     }
+    summary, line = part.summary(n_reads, counts, summary)
     if log:
-        pct = 100.0 * mapped / max(n_reads, 1)
         stage_text = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(times.seconds.items()))
-        log(
-            f"{n_reads:,} reads in, {mapped:,} mapped ({pct:.2f} %), {n_reads - mapped:,} unmapped, "
-            f"{summary['multi']:,} multi-mapped; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s)"
-        )
+        log(f"{line}; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s)")
         log(f"stage seconds (summed over threads): {stage_text}")
     return summary
 
 
-__all__ = ["map_reads"]
+__all__ = ["map_reads", "open_index", "check_reference"]

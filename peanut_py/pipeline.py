@@ -1,7 +1,8 @@
-"""Threads and bounded queues: reader -> device [-> second step] -> postprocess pool -> writer.
+"""Threads and bounded queues: reader -> device [-> host stage] -> postprocess pool -> writer.
 
 The device thread works on batch k+1 while the pool postprocesses batch k and the writer (the calling
-thread) writes batch k-1. Output order equals input order because the writer consumes the pool's futures
+thread) writes batch k-1.  An optional host stage (pairs: the insert-size estimate, then mate rescue) runs
+in a thread of its own between the device thread and the pool. Output order equals input order because the writer consumes the pool's futures
 in submission order. The first error in any stage stops every stage and is re-raised in the caller.
 """
 import queue
@@ -13,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 _END = object()
 
 # CPython hands the GIL to a waiting thread only after this long (default 5 ms). The device thread waits for
-# the GIL after every blocking OpenCL call while postprocessing threads run short GIL-holding steps; at the
-# default, those hand-overs cost the GPU host's device stage ~20 % (docs/gpu.md, "GIL").
+# the GIL after every blocking OpenCL call while postprocessing threads run short GIL-holding steps, so at the
+# default a fast device would spend much of its time waiting for hand-overs (docs/gpu.md, "GIL").
 SWITCH_INTERVAL = 0.0005
 
 
@@ -91,22 +92,23 @@ class Progress:
 
 def postprocess_threads(threads):
     """Workers of the postprocessing pool for ``-t threads``. As bwa's -t counts all its threads, the pool
-    leaves two of them to the reader and device threads once there are more than two: on the 16-core GPU
-    host 16 workers plus those threads oversubscribed the cores (5 M reads: -t 16 as 16 workers 714-771 k
-    reads/s, 14 workers 904 k; docs/gpu.md)."""
+    leaves two of them to the reader and device threads once there are more than two, so that ``-t`` equal to
+    the number of cores does not oversubscribe them."""
     threads = max(1, int(threads))
     return threads if threads <= 2 else max(2, threads - 2)
 
 
 def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=2, log=None, times=None,
-                 second_step=None, second_name="rescue"):
+                 host_stage=None, host_name="rescue"):
     """Run the mapping pipeline.
 
     ``batches``: iterable of read batches (consumed in a reader thread).
     ``device_step(batch) -> result`` runs in the device thread.
-    ``second_step(batch, result) -> result`` (optional) runs in a thread of its own after the device thread,
-    so that it works on batch k while the device thread maps batch k+1 (paired-end mate rescue); its time is
-    reported as ``second_name``.
+    ``host_stage(items) -> items`` (optional) runs in a thread of its own after the device thread, so that it
+    works on batch k while the device thread maps batch k+1: a generator over the device's ``(batch, result)``
+    pairs in input order that yields them, changed, in the same order; it may hold some back before it yields
+    (pairs: until the insert size is estimated).  Its time, less the time it waits for the device, is reported
+    as ``host_name``.
     ``post_steps(batch, result) -> list of callables``: independent chunks of postprocessing; each callable
     returns ``(text, n_reads)`` or ``(text, n_reads, counters)`` and runs on the pool of ``threads`` workers.
     ``write(text)`` runs in the calling thread, in input order.
@@ -114,17 +116,17 @@ def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(previous_interval, SWITCH_INTERVAL))
     try:
-        return _run(batches, device_step, post_steps, write, threads, queue_size, log, times, second_step,
-                    second_name)
+        return _run(batches, device_step, post_steps, write, threads, queue_size, log, times, host_stage,
+                    host_name)
     finally:
         sys.setswitchinterval(previous_interval)
 
 
-def _run(batches, device_step, post_steps, write, threads, queue_size, log, times, second_step, second_name):
+def _run(batches, device_step, post_steps, write, threads, queue_size, log, times, host_stage, host_name):
     times = times if times is not None else StageTimes()
     stop = threading.Event()
     to_device = _Channel(stop, queue_size)
-    to_second = _Channel(stop, queue_size)
+    to_host = _Channel(stop, queue_size)
     to_writer = _Channel(stop, queue_size * max(threads, 1) * 2)
     errors = []
     progress = Progress(log)
@@ -173,24 +175,35 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
                 t = time.perf_counter()
                 result = device_step(batch)
                 times.add("device", time.perf_counter() - t)
-                if second_step is None:
+                if host_stage is None:
                     submit(batch, result)
                 else:
-                    to_second.put((batch, result))
-            (to_writer if second_step is None else to_second).put(_END)
+                    to_host.put((batch, result))
+            (to_writer if host_stage is None else to_host).put(_END)
         except BaseException as exc:  # noqa: BLE001
             fail(exc)
 
-    def second_worker():
-        try:
+    def host_worker():
+        waited = [0.0]
+
+        def items():
             while True:
-                item = to_second.get()
-                if item is _END:
-                    break
-                batch, result = item
                 t = time.perf_counter()
-                result = second_step(batch, result)
-                times.add(second_name, time.perf_counter() - t)
+                item = to_host.get()
+                waited[0] += time.perf_counter() - t
+                if item is _END:
+                    return
+                yield item
+
+        try:
+            stage = host_stage(items())
+            while True:
+                t, w = time.perf_counter(), waited[0]
+                try:
+                    batch, result = next(stage)
+                except StopIteration:
+                    break
+                times.add(host_name, time.perf_counter() - t - (waited[0] - w))
                 submit(batch, result)
             to_writer.put(_END)
         except BaseException as exc:  # noqa: BLE001
@@ -200,8 +213,8 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
         threading.Thread(target=reader, name="peanut-reader", daemon=True),
         threading.Thread(target=device_worker, name="peanut-device", daemon=True),
     ]
-    if second_step is not None:
-        threads_.append(threading.Thread(target=second_worker, name=f"peanut-{second_name}", daemon=True))
+    if host_stage is not None:
+        threads_.append(threading.Thread(target=host_worker, name=f"peanut-{host_name}", daemon=True))
     for th in threads_:
         th.start()
     try:

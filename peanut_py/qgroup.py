@@ -9,98 +9,23 @@ q-gram).  The key of a q-gram is the q-gram itself (the paper), or with ``fold``
 I and S are then a quarter the size and a lookup finds the q-gram inside its key's slot of O by binary
 search on the last base (kernels/qgroup.cl, "Folding").  Lookups give the same ranges of the same O.
 """
-import time
-import types
 from collections import namedtuple
 
 import numpy as np
 
+from .device import StepTimer
 from .errors import PeanutError
+from .layout import GROUP_BLOCK, MAX_READ_LENGTH, MAX_TEXT, S_STRIDE, W, default_fold, index_fixed_bytes
 from .scans import exclusive_sum
 
-MAX_READ_LENGTH = 1024
-W = 32  # bits per word of I (the paper's w)
-GROUP_BLOCK = 1024  # groups (words of I) per block of the S computation; a multiple of S_STRIDE
-# Groups per stored entry of a sampled S (the paper's 2; up to 16, the words of I in one 64-byte line). A
-# larger stride shrinks S (q = 16: 256 MiB at 2, 32 MiB at 16: less fresh memory in a CPU device's first
-# buffer) but adds popcounts to every lookup; on the 2-core VM 16 saved no time overall (every later buffer
-# ~0.08 s slower of 1.5 s; docs/mapping.md, "Memory").
-S_STRIDE = 2
-# Text positions index pyopencl scans and RadixSorts whose index type is int32.
-MAX_TEXT = (1 << 31) - 1
-# Bases folded out of the key on a CPU device: there I and S are fresh memory that every run first touches
-# (q = 16: 768 MiB unfolded, 192 MiB folded) and that every buffer clears and scans.  A GPU fills and scans
-# 768 MiB in well under a millisecond, so it keeps the paper's unfolded index and saves the binary search.
-CPU_FOLD = 1
-
-
-def default_fold(device):
-    """Bases folded out of the q-group index's key on ``device`` (see CPU_FOLD)."""
-    return CPU_FOLD if getattr(device, "host_memory", False) else 0
-
 QGroupHost = namedtuple("QGroupHost", "I S S_prime O")
-
-def kernels(device, name, **defines):
-    """Kernel objects of ``kernels/<name>.cl``, created once per (device, defines) and reused.
-
-    A kernel object carries its arguments, so one should be launched from one thread at a time."""
-    def build():
-        prg = device.program(name, **defines)
-        return types.SimpleNamespace(**{k.function_name: k for k in prg.all_kernels()})
-
-    return device.cached(("kernels", name, tuple(sorted(defines.items()))), build)
-
-
-class StepTimer:
-    """Wall time per step when ``profile`` is set (the queue is drained after each step); else a no-op."""
-
-    def __init__(self, queue, enabled):
-        self.queue, self.enabled, self.times = queue, enabled, {}
-        self._t = time.perf_counter()
-
-    def __call__(self, step):
-        if self.enabled:
-            self.queue.finish()
-            now = time.perf_counter()
-            self.times[step] = self.times.get(step, 0.0) + now - self._t
-            self._t = now
 
 
 def qgroup_kernels(device, q, s_stride=None, fold=None):
     """The kernels of ``kernels/qgroup.cl`` for q-grams of length ``q``, S sampled every ``s_stride`` groups
     and ``fold`` bases folded out of the key (default: the device's)."""
-    return kernels(device, "qgroup", Q=int(q), S_STRIDE=S_STRIDE if s_stride is None else int(s_stride),
-                   GROUP_BLOCK=GROUP_BLOCK, FOLD=default_fold(device) if fold is None else int(fold))
-
-
-def _empty(device, n, dtype):
-    import pyopencl.array as cla
-
-    # Zero-length buffers are not valid kernel arguments; keep one element.
-    return cla.empty(device.queue, max(int(n), 1), dtype, allocator=device.pool)
-
-
-def _zeros(device, n, dtype):
-    import pyopencl as cl
-
-    a = _empty(device, n, dtype)
-    cl.enqueue_fill_buffer(device.queue, a.data, np.zeros(1, dtype), 0, a.nbytes)
-    return a
-
-
-ZERO_SPAN = 16384  # words per work-item of zero_words (kernels/qgroup.cl), before rounding to work-groups
-
-
-def zero_words(device, knl, a):
-    """``a`` (a uint32 device array) set to 0: by ``knl.zero_words`` on a CPU device, whose fill command runs
-    on one thread, else by the fill command (``knl``: the q-group index's kernels)."""
-    if device.host_memory:
-        device.launch(knl.zero_words, -(-a.size // ZERO_SPAN), a.data, np.uint64(a.size))
-    else:
-        import pyopencl as cl
-
-        cl.enqueue_fill_buffer(device.queue, a.data, np.zeros(1, np.uint32), 0, a.nbytes)
-    return a
+    return device.kernels("qgroup", Q=int(q), S_STRIDE=S_STRIDE if s_stride is None else int(s_stride),
+                          GROUP_BLOCK=GROUP_BLOCK, FOLD=default_fold(device) if fold is None else int(fold))
 
 
 class ReadBuffer:
@@ -135,8 +60,8 @@ class ReadBuffer:
         rs_start[-1] = self.n_text
         self.rs_start_host = rs_start
         self.rs_start = cla.to_device(device.queue, rs_start, allocator=device.pool)
-        self.text = _empty(device, self.n_text, np.uint8)
-        self.pos_rs = _empty(device, self.n_text, np.uint32)
+        self.text = device.empty(self.n_text, np.uint8)
+        self.pos_rs = device.empty(self.n_text, np.uint32)
         if self.n_text:
             d_codes = cla.to_device(device.queue, codes, allocator=device.pool)
             knl = qgroup_kernels(device, q, S_STRIDE)
@@ -159,7 +84,7 @@ class QGroupIndex:
 
     ``fold``: bases folded out of the key (0 or 1; default: the device's, see ``default_fold``).
 
-    ``sample_s`` stores S only for every S_STRIDE-th group (the paper samples every second): I + S then take
+    ``sample_s`` stores S only for every ``s_stride``-th group (default S_STRIDE) (the paper samples every second): I + S then take
     1 + 1/S_STRIDE bits per possible q-gram instead of 2, at the cost of up to S_STRIDE - 1 popcounts per
     lookup (words of I in the same cache line).
     Attributes: ``I``, ``S``, ``Sp`` (device uint32 arrays), ``O`` (uint32 text positions), ``Ob`` (uint8, the
@@ -168,7 +93,7 @@ class QGroupIndex:
     With ``profile`` the queue is drained after every step and ``timings`` holds seconds per step.
     """
 
-    def __init__(self, device, read_buffer, q, sample_s=True, profile=False, fold=None):
+    def __init__(self, device, read_buffer, q, sample_s=True, profile=False, fold=None, s_stride=S_STRIDE):
         q = int(q)
         if not 4 <= q <= 16:
             raise PeanutError(f"q-gram length {q} is outside 4..16")
@@ -183,7 +108,9 @@ class QGroupIndex:
                 f"q={q}: the q-group index needs {need / 2**20:.0f} MiB (I alone {self.n_groups * 4 / 2**20:.0f} MiB), "
                 f"more than this device offers ({device.max_alloc / 2**20:.0f} MiB per allocation); use a smaller q"
             )
-        self.s_stride = S_STRIDE if self.sample_s else 1
+        self.s_stride = int(s_stride) if self.sample_s else 1
+        if self.s_stride not in (1, 2, 4, 8, 16):
+            raise PeanutError(f"S stride must be 1, 2, 4, 8 or 16, got {s_stride!r}")
         knl = qgroup_kernels(device, q, self.s_stride, self.fold)
         scan = exclusive_sum(device)
         rb = read_buffer
@@ -191,16 +118,16 @@ class QGroupIndex:
         step = StepTimer(device.queue, profile)
 
         # Every q-gram value once; the value array later holds each position's slot for the fill.
-        value_slot = _empty(device, rb.n_text, np.uint32)
-        valid = _empty(device, rb.n_text, np.uint8)
+        value_slot = device.empty(rb.n_text, np.uint32)
+        valid = device.empty(rb.n_text, np.uint8)
         device.launch(knl.qgram_values, rb.n_text, rb.text.data, rb.pos_rs.data, rb.rs_start.data, n_text,
                       value_slot.data, valid.data)
         step("q-grams")
 
         # Lines 1-4: one bit per present q-gram, counted per block of groups.
-        self.I = zero_words(device, knl, _empty(device, self.n_groups, np.uint32))
+        self.I = device.zero_words(device.empty(self.n_groups, np.uint32))
         n_blocks = -(-self.n_groups // GROUP_BLOCK)
-        block_count = _zeros(device, n_blocks + 1, np.uint32)
+        block_count = device.zeros(n_blocks + 1, np.uint32)
         step("zero I")
         device.launch(knl.mark_groups, rb.n_text, value_slot.data, valid.data, n_text, self.I.data,
                       block_count.data)
@@ -208,11 +135,11 @@ class QGroupIndex:
 
         # Lines 5-8: S = exclusive prefix sum of popcount(I), block by block; the blocks' total is the
         # number of distinct q-grams.
-        block_start = _empty(device, n_blocks + 1, np.uint32)
-        scratch = _empty(device, n_blocks + 1, np.uint32)
+        block_start = device.empty(n_blocks + 1, np.uint32)
+        scratch = device.empty(n_blocks + 1, np.uint32)
         scan(block_count, block_start, scratch, size=n_blocks + 1, queue=device.queue)
         del block_count, scratch
-        self.S = _empty(device, -(-self.n_groups // self.s_stride), np.uint32)
+        self.S = device.empty(-(-self.n_groups // self.s_stride), np.uint32)
         device.launch(knl.group_starts, n_blocks, self.I.data, np.uint32(self.n_groups), block_start.data,
                       np.uint32(n_blocks), self.S.data)
         self.n_distinct = int(block_start[n_blocks : n_blocks + 1].get()[0])
@@ -220,22 +147,22 @@ class QGroupIndex:
         step("scan S")
 
         # Lines 9-14: occurrences per distinct q-gram, then S' by a prefix sum (with a closing entry).
-        counts = _zeros(device, self.n_distinct + 1, np.uint32)
+        counts = device.zeros(self.n_distinct + 1, np.uint32)
         device.launch(knl.count_occurrences, rb.n_text, value_slot.data, valid.data, n_text, self.I.data,
                       self.S.data, counts.data)
         del valid
         step("count")
-        self.Sp = _empty(device, self.n_distinct + 1, np.uint32)
-        cursor = _empty(device, self.n_distinct + 1, np.uint32)
+        self.Sp = device.empty(self.n_distinct + 1, np.uint32)
+        cursor = device.empty(self.n_distinct + 1, np.uint32)
         scan(counts, self.Sp, cursor, size=self.n_distinct + 1, queue=device.queue)
         del counts
         self.n_occurrences = int(self.Sp[self.n_distinct : self.n_distinct + 1].get()[0])
         step("scan S'")
 
         # Lines 15-20, then each q-gram's positions sorted so that O is deterministic.
-        self.O = _empty(device, self.n_occurrences, np.uint32)
+        self.O = device.empty(self.n_occurrences, np.uint32)
         # The folded bases of every entry of O, for lookups (one unused byte unfolded).
-        self.Ob = _empty(device, self.n_occurrences if self.fold else 1, np.uint8)
+        self.Ob = device.empty(self.n_occurrences if self.fold else 1, np.uint8)
         device.launch(knl.fill_occurrences, rb.n_text, value_slot.data, n_text, cursor.data, self.O.data)
         del value_slot
         step("fill O")
@@ -254,45 +181,3 @@ class QGroupIndex:
         return QGroupHost(self.I.get(), self.S.get(), self.Sp.get()[: self.n_distinct + 1],
                           self.O.get()[: self.n_occurrences])
 
-
-def index_fixed_bytes(q, sample_s=True, fold=0):
-    """Device bytes of a q-group index that depend on q only, at the peak of its build: I (4^(q - fold) / 8
-    bytes), S (1/S_STRIDE or all of that again) and the block counts and starts of the S computation (8 bytes
-    per block)."""
-    i_bytes = 4 ** (q - fold) // 8
-    s_bytes = i_bytes // S_STRIDE if sample_s else i_bytes
-    blocks = -(-(i_bytes // 4) // GROUP_BLOCK) + 1
-    return i_bytes + s_bytes + 8 * blocks
-
-
-# Device bytes per read base while a buffer is built (see docs/core.md, "buffer sizing"): codes 1, text 2,
-# pos_rs 8, O 8, the q-gram value (later slot) of every text position 8 and its valid flag 2, and per
-# distinct q-gram (at most one per text position, 2 per base) 4 bytes each of counts, S', the fill cursor
-# and the S' scan's scratch: 32.  (Folded, O's bases take 2 per base, but only after the valid flags are
-# freed.)
-BUILD_BYTES_PER_BASE = 61
-READ_SHARE = 0.5  # of the memory left after the reference and I + S; the rest is for hits and validation
-USABLE = 0.75  # of global memory: drivers, fragmentation and the pool's slack take the rest
-
-
-def reads_per_buffer(device, mean_read_length, q=16, sample_s=True, reserved_bytes=0, max_reads=None, fold=None):
-    """How many reads of ``mean_read_length`` one buffer should hold on ``device``.
-
-    ``reserved_bytes`` is what is already resident (``ResidentReference.device_bytes``).  The caller may cap
-    the result with ``max_reads``.  Raises PeanutError when not even one read fits.
-    """
-    mean = max(1.0, float(mean_read_length))
-    fold = default_fold(device) if fold is None else fold
-    free = USABLE * device.global_mem - reserved_bytes - index_fixed_bytes(q, sample_s, fold)
-    per_read = BUILD_BYTES_PER_BASE * mean + 8
-    n = int(READ_SHARE * free // per_read)
-    # Single allocations (pos_rs, O: 8 bytes per read base) and the int32 index of the scans.
-    n = min(n, int(device.max_alloc // (8 * mean)), int(MAX_TEXT // (2 * mean)))
-    if max_reads is not None:
-        n = min(n, int(max_reads))
-    if n < 1:
-        raise PeanutError(
-            f"device {device.name} has too little memory for q={q} with {reserved_bytes / 2**20:.0f} MiB of "
-            "reference resident; use a smaller q"
-        )
-    return n

@@ -1,7 +1,7 @@
 """Reads in: FASTQ or FASTA (plain, gzip, bzip2, xz or zstd; detected by magic bytes) into ``ReadBatch``es.
 
-FASTQ is read in big blocks and parsed by fastq.pyx without the GIL, into columns (no Python object per
-read). fastq.pyx takes only the strict common form; at the first record it is not sure about, that file goes
+FASTQ is read in big blocks and parsed by _fastq.pyx without the GIL, into columns (no Python object per
+read). _fastq.pyx takes only the strict common form; at the first record it is not sure about, that file goes
 on with dnaio (cutadapt's Cython parser: it validates every record and reports line numbers) from that
 record, so odd files (``\\r\\n``, ...) are read and malformed ones fail exactly as they always did. FASTA is
 read by the block parser below, which splits whole blocks at ``\\n>`` with C-level bytes methods.
@@ -23,7 +23,7 @@ import dnaio
 import numpy as np
 from xopen import xopen
 
-from . import fastq
+from . import _fastq
 from .errors import InputError
 
 # False: every FASTQ record goes through dnaio (the old path, kept as the tests' reference)
@@ -232,7 +232,7 @@ def _short(text, limit=100):
 class _Source:
     """One reads file; ``take(k)`` returns the next k records as slices of chunks, failures as InputError.
 
-    FASTQ goes through fastq.pyx block by block while its records are in the strict form; at the first one
+    FASTQ goes through _fastq.pyx block by block while its records are in the strict form; at the first one
     that is not (or a non-ASCII byte, or a failing read) the file goes on with dnaio from the first record
     not yet returned: dnaio reads the odd record, or fails as it always has, with the same record numbers.
     """
@@ -263,7 +263,7 @@ class _Source:
         # the fast path's state
         self._fast = FAST_FASTQ and self.format == "fastq"
         self._pending = deque()  # [chunk, next read] parsed, not returned yet
-        self._blocks = []  # fastq.Blocks of this file, filled again once their reads are copied
+        self._blocks = []  # _fastq.Blocks of this file, filled again once their reads are copied
         self._block, self._lo, self._hi, self._base = None, 0, 0, 0  # text after the last parsed record
         self._reading = True  # more blocks to read
         self._complete = False  # read and parsed to the end: nothing is left for dnaio
@@ -342,7 +342,7 @@ class _Source:
         size = max(_FASTQ_BLOCK, 2 * left)  # a record longer than a block: double, as dnaio does
         block = next((b for b in self._blocks if not b.users and b is not self._block and b.size >= size), None)
         if block is None:
-            block = fastq.Block(size)
+            block = _fastq.Block(size)
             self._blocks.append(block)
         block.refill()
         buf = block.text
@@ -367,20 +367,20 @@ class _Source:
             filled += 1
         pos = 0
         while True:
-            chunk, pos, status, longest = fastq.parse_block(block, base, pos, filled)
+            chunk, pos, status, longest = _fastq.parse_block(block, base, pos, filled)
             self._longest = max(self._longest, longest)
             if chunk is not None:
                 self._pending.append([chunk, 0])
-            if status != fastq.FULL:
+            if status != _fastq.FULL:
                 break
         # the parsed records are ASCII (parse_block checks every byte); a non-ASCII byte after them is where
         # dnaio fails, which the reads held back must not pass
-        junk = fastq.first_non_ascii(buf, pos, filled)
+        junk = _fastq.first_non_ascii(buf, pos, filled)
         if junk >= 0:
             filled = junk
         whole = eof and not failed and junk < 0
         self._block, self._lo, self._hi, self._base = block, pos, filled, base
-        self._reading = not (eof or failed or junk >= 0 or status == fastq.ODD)
+        self._reading = not (eof or failed or junk >= 0 or status == _fastq.ODD)
         self._complete = whole and pos == filled
         # dnaio's read that fails started less than its buffer size before the failure: the reads ending
         # before that are the ones it returns first (it doubles its buffer for records that do not fit)
@@ -507,7 +507,7 @@ def _raw_chunk(names, seqs, quals):
     buf = np.frombuffer(name_text + seq_text + qual_text, dtype=np.uint8)
     seq_start = len(name_text)
     qual_end = seq_start + len(seq_text) + 1 + seq_cum[1:]  # the qualities of read i end 1 before
-    return fastq.Chunk(buf, 0, name_cum[:-1], name_cum, seq_start + seq_cum[:-1], seq_cum, qual_end, raw=True)
+    return _fastq.Chunk(buf, 0, name_cum[:-1], name_cum, seq_start + seq_cum[:-1], seq_cum, qual_end, raw=True)
 
 
 class _Part:
@@ -521,7 +521,7 @@ class _Part:
 
     def lengths(self):
         """Bases per unit (int64)."""
-        return fastq.unit_lengths(self.streams, self.per, self.units)
+        return _fastq.unit_lengths(self.streams, self.per, self.units)
 
     def extend(self, other):
         for mine, theirs in zip(self.streams, other.streams):
@@ -564,7 +564,7 @@ def _name_at(slices, i):
 def _make_batch(part, first_record, paired, with_quals, locate):
     """The reads of a _Part -> ReadBatch; `locate(i)` gives (path, record) of read i for error messages."""
     raw = part.raw()
-    name_text, name_off, joined, offsets, jq, codes = fastq.gather(part.streams, paired, with_quals, not raw)
+    name_text, name_off, joined, offsets, jq, codes = _fastq.gather(part.streams, paired, with_quals, not raw)
     if raw:  # the fallback's or FASTA's reads: check, code and uppercase them here
         codes = _CODE[joined]
         if codes.size and codes.max() == INVALID:
@@ -669,7 +669,7 @@ def read_pair_batches(path1, path2, max_reads=None, max_bases=None) -> Iterator[
             raise _unequal(src2.path, src1.path, src2.taken)
         if n1 < k and src2.take(1)[1]:
             raise _unequal(src1.path, src2.path, src1.taken)
-        i = fastq.first_mate_mismatch(s1, s2)
+        i = _fastq.first_mate_mismatch(s1, s2)
         if i >= 0:
             a, b = _name_at(s1, i), _name_at(s2, i)
             record = src1.taken - n1 + i + 1
@@ -704,7 +704,7 @@ def read_interleaved_batches(path, max_reads=None, max_bases=None) -> Iterator[R
         slices, n = src.take(2 * k)
         if n % 2:
             raise InputError(src.path, "the last record has no mate (interleaved pairs need an even count)", src.taken)
-        i = fastq.first_mate_mismatch(slices, None)
+        i = _fastq.first_mate_mismatch(slices, None)
         if i >= 0:
             a, b = _name_at(slices, 2 * i), _name_at(slices, 2 * i + 1)
             record = src.taken - n + 2 * i + 2

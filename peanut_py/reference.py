@@ -22,11 +22,12 @@ import numpy as np
 
 from ._version import __version__
 from .errors import InputError, PeanutError
+from .options import IndexOptions, check
 
-DEFAULT_Q = 16
-DEFAULT_STEP = 1
-# q-grams occurring more often than this are left out of P; chosen on GRCh37 chr20, see docs/indexing.md.
-DEFAULT_MASK_THRESHOLD = 300
+DEFAULT_Q = IndexOptions.q
+DEFAULT_STEP = IndexOptions.step
+# q-grams occurring more often than this are left out of P (options.py)
+DEFAULT_MASK_THRESHOLD = IndexOptions.mask_threshold
 CONTIG_GAP = 1024
 FORMAT_VERSION = 1
 FORMAT_NAME = "peanut-py reference index"
@@ -57,15 +58,7 @@ def _peak_rss_mb():
 
 
 def _check_params(q, step, mask_threshold):
-    for name, value in (("q", q), ("step", step), ("mask threshold", mask_threshold)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise PeanutError(f"{name} must be an integer, got {value!r}")
-    if not 1 <= q <= 16:
-        raise PeanutError(f"q must be between 1 and 16, got {q}")
-    if step < 1:
-        raise PeanutError(f"step must be at least 1, got {step}")
-    if mask_threshold < 0:
-        raise PeanutError(f"mask threshold must be 0 (no masking) or positive, got {mask_threshold}")
+    check(IndexOptions(q=q, step=step, mask_threshold=mask_threshold))
 
 
 def reference_checksum(names, md5s):

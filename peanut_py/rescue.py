@@ -9,14 +9,14 @@ local with clipping by default) over the whole window, so mates that q-gram filt
 filter cannot see -- q-grams masked as repeats, many errors, long runs of N, adapter or low-quality tails --
 are found as BWA-MEM's Smith-Waterman rescue finds them. A rescued alignment scoring at least
 RESCUE_MIN_SCORE becomes an ordinary hit of the mate: its start and end diagonals (from the kernel) give
-the hit's projected reference interval, its score an equivalent edit distance; pairing (pairing.py) and the
-final alignment (report.py) then treat it as any other hit.
+the hit's projected reference interval, its score an equivalent edit distance; pairing (pairs.py) and the
+final alignment (postprocess.py) then treat it as any other hit.
 """
 from dataclasses import dataclass
 
 import numpy as np
 
-from .postprocess import expand, gather_read_strands, rank_hits, strata_counts
+from .ranking import expand, gather_read_strands, rank_hits, strata_counts
 
 MAX_ANCHORS = 4  # a mate with more equally good hits is not confident enough to anchor a rescue
 RESCUE_MIN_SCORE = 12  # twice the best random score (docs/paired.md); BWA-MEM: 19 without clipping penalties
@@ -116,13 +116,11 @@ def rescue_windows(rs, start, end, dist, lengths, insert_size, contig_offsets, c
 
 
 def _kernel(device):
-    from .qgroup import kernels
-
-    return kernels(device, "rescue").rescue_align
+    return device.kernels("rescue").rescue_align
 
 
 def build_programs(device):
-    """Build the rescue kernel ahead of the first batch (see ``MappingCore.warm_up``); errors are left to it."""
+    """Build the rescue kernel ahead of the first batch (see ``DeviceStage.warm_up``); errors are left to it."""
     try:
         _kernel(device)
     except Exception:
@@ -172,8 +170,8 @@ def align_windows(device, resident, text, rs_start, task_rs, lo, hi, opts, queue
     if n:
         kernel(queue, (n * group,), (group,), np.uint32(n), d_rs.data, d_lo.data, d_hi.data, resident.packed.data,
                resident.ambiguous.data, d_text.data, d_start.data,
-               np.int32(opts.match), np.int32(opts.mismatch), np.int32(opts.gap_open), np.int32(opts.gap_extend),
-               np.int32(AMBIGUOUS_PENALTY), np.int32(opts.clip), np.int32(1 if opts.local else 0),
+               np.int32(opts.scoring.match), np.int32(opts.scoring.mismatch), np.int32(opts.scoring.gap_open), np.int32(opts.scoring.gap_extend),
+               np.int32(AMBIGUOUS_PENALTY), np.int32(opts.scoring.clip), np.int32(1 if opts.local else 0),
                np.int32(rows_cap), cl.LocalMemory(4 * 4 * rows_cap), cl.LocalMemory(4 * 8 * group),
                cl.LocalMemory(4 * 4 * group), *(o.data for o in outs))
     return tuple(o.get()[:n] for o in outs)
@@ -184,7 +182,7 @@ def rescued_hits(windows, lengths, score, end_i, end_j, start_diag, opts, contig
     """Kernel results -> hits ``(rs, ref_start, ref_end, dist)`` (sorted by rs) for alignments scoring at least
     ``min_score``. The interval projects the whole read along the alignment's start and end diagonals (kept
     inside the contig); ``dist`` is the edit distance with the same score estimate
-    (pairing.hit_score): ``ceil((match * m - score) / (match + mismatch))``, at least 0."""
+    (pairs.hit_score): ``ceil((match * m - score) / (match + mismatch))``, at least 0."""
     keep = score >= min_score
     read, strand, lo = windows.read[keep], windows.strand[keep], windows.lo[keep]
     m = np.asarray(lengths, dtype=np.int64)[read]
@@ -193,8 +191,8 @@ def rescued_hits(windows, lengths, score, end_i, end_j, start_diag, opts, contig
     c_lo, c_hi = offsets[contig], np.asarray(contig_ends, dtype=np.int64)[contig]
     start = np.clip(lo + start_diag[keep], c_lo, c_hi)
     end = np.clip(lo + (end_j[keep] - end_i[keep]).astype(np.int64) + m, c_lo, c_hi)
-    unit = opts.match + opts.mismatch
-    dist = np.maximum(-((score[keep].astype(np.int64) - opts.match * m) // unit), 0)
+    unit = opts.scoring.match + opts.scoring.mismatch
+    dist = np.maximum(-((score[keep].astype(np.int64) - opts.scoring.match * m) // unit), 0)
     rs = (2 * read + strand).astype(np.uint32)
     srt = np.argsort(rs, kind="stable")
     return rs[srt], start[srt].astype(np.uint32), end[srt].astype(np.uint32), dist[srt].astype(np.int32)

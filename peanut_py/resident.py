@@ -11,7 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from .errors import PeanutError
-from .qgroup import USABLE, default_fold, index_fixed_bytes
+from .layout import USABLE, default_fold, index_fixed_bytes
 from .reference import PAGE, page_aligned_empty
 
 # "room" = usable device memory minus the sequence and the fixed part (I + S) of a q-group index.

@@ -17,7 +17,6 @@ chain's weight in the same spirit). Reads without a validated leader validate al
 """
 import numpy as np
 
-from .qgroup import _empty, kernels
 from .scans import where
 
 LEAD_MARGIN = None  # votes below the read's most voted candidate still validated first; None = q
@@ -31,7 +30,7 @@ PHASE_RIVAL = 2
 def select_kernels(device, q, step, collapse_gap):
     """The kernels of ``kernels/select.cl`` (and the compaction they feed), built once per device."""
     where(device)
-    return kernels(device, "select", Q=int(q), STEP=int(step), GAP=int(collapse_gap))
+    return device.kernels("select", Q=int(q), STEP=int(step), GAP=int(collapse_gap))
 
 
 class BestStratumSelection:
@@ -49,8 +48,8 @@ class BestStratumSelection:
 
     def _select(self, phase, want):
         n = phase.size
-        out = _empty(self.device, n, np.uint32)
-        count = _empty(self.device, 1, np.uint32)
+        out = self.device.empty(n, np.uint32)
+        count = self.device.empty(1, np.uint32)
         where(self.device)(phase, np.uint32(want), count, np.uint32(0), out, count, size=n, queue=self.device.queue)
         m = int(count.get()[0])
         return out[:m]
@@ -62,9 +61,9 @@ class BestStratumSelection:
         n = int(candidates.n)
         n_reads = read_buffer.n_rs // 2
         if n == 0 or n_reads == 0:
-            return validate(_empty(device, 0, np.uint32)[:0])
-        phase = _empty(device, n, np.uint32)[:n]
-        lo, hi, vmax = (_empty(device, n_reads, np.uint32) for _ in range(3))
+            return validate(device.empty(0, np.uint32)[:0])
+        phase = device.empty(n, np.uint32)[:n]
+        lo, hi, vmax = (device.empty(n_reads, np.uint32) for _ in range(3))
         device.launch(self.knl.mark_leaders, n_reads, np.uint32(n_reads), np.uint32(n), candidates.rs.data,
                       candidates.votes.data, np.uint32(self.lead_margin), lo.data, hi.data, vmax.data, phase.data)
         leaders = self._select(phase, PHASE_LEADER)

@@ -13,8 +13,8 @@ from fractions import Fraction
 import numpy as np
 
 from .errors import PeanutError
-from .qgroup import kernels
-from .scans import where
+from .options import DEFAULT_MIN_IDENTITY
+from .scans import validation_compaction, where
 
 NO_ALIGNMENT = -1  # dist of a candidate whose band holds no complete alignment (never a survivor)
 MAX_WORDS = 4  # default largest bit-vector: 4 x 64 bits, a band of at most 255 diagonals
@@ -76,62 +76,24 @@ class ValidatedHits:
         return {name: getattr(self, name).get()[: self.n] for name in names}
 
 
-def _require_mako():
-    try:
-        import mako.template  # noqa: F401  (pyopencl generates scan and reduction kernels with Mako)
-    except ImportError:
-        raise PeanutError("pyopencl's scan and reduction kernels need the Mako package: pip install mako") from None
-
-
 def _myers_kernel(device, words):
     """The validation kernel for bit-vectors of ``words`` 64-bit words (1..MAX_WORDS, one program for all)."""
     if not 1 <= int(words) <= MAX_WORDS:
         raise PeanutError(f"validation: bit-vectors of 1..{MAX_WORDS} words are compiled, not {words}")
-    return getattr(kernels(device, "myers"), f"validate_hits_w{int(words)}")
+    return getattr(device.kernels("myers"), f"validate_hits_w{int(words)}")
 
 
 def _band_words_kernel(device):
-    return kernels(device, "myers").band_words
-
-
-def _compactor(device):
-    """A scan kernel that copies the kept candidates' results to consecutive slots, in order."""
-    _require_mako()
-    from pyopencl.scan import GenericScanKernel
-
-    return device.cached(
-        "validation-compact",
-        lambda: GenericScanKernel(
-            device.context,
-            np.uint32,
-            arguments=(
-                "__global const uint *keep, __global const uint *rs, __global const int *dist, "
-                "__global const uint *start, __global const uint *end, "
-                "__global uint *o_rs, __global int *o_dist, __global uint *o_start, __global uint *o_end, "
-                "__global uint *o_cand, __global uint *count"
-            ),
-            input_expr="keep[i]",
-            scan_expr="a + b",
-            neutral="0",
-            output_statement="""
-                if (prev_item != item) {
-                    const uint o = item - 1;
-                    o_rs[o] = rs[i]; o_dist[o] = dist[i]; o_start[o] = start[i]; o_end[o] = end[i];
-                    o_cand[o] = (uint)i;
-                }
-                if (i + 1 == N) *count = item;
-            """,
-        ),
-    )
+    return device.kernels("myers").band_words
 
 
 def build_programs(device):
-    """Build what every validation uses (see ``MappingCore.warm_up``): the Myers program (every word size and
+    """Build what every validation uses (see ``DeviceStage.warm_up``): the Myers program (every word size and
     the word-class split), the word-class compaction and the survivors' compaction."""
     _band_words_kernel(device)
     where(device)
     _myers_kernel(device, 1)
-    _compactor(device)
+    validation_compaction(device)
 
 
 def _read_lengths(read_buffer):
@@ -139,7 +101,7 @@ def _read_lengths(read_buffer):
     return np.diff(starts)
 
 
-def validate_candidates(device, resident, read_buffer, candidates, min_identity=0.8, words=None, selected=None,
+def validate_candidates(device, resident, read_buffer, candidates, min_identity=DEFAULT_MIN_IDENTITY, words=None, selected=None,
                         out=None, max_words=MAX_WORDS):
     """Run the validation kernel over all candidates: per-candidate device arrays (dist, start, end, keep).
 
@@ -233,7 +195,7 @@ def _launch_myers(device, resident, read_buffer, candidates, table_dev, words, n
     )
 
 
-def validate_hits(device, resident, read_buffer, candidates, min_identity=0.8, max_words=MAX_WORDS, words=None,
+def validate_hits(device, resident, read_buffer, candidates, min_identity=DEFAULT_MIN_IDENTITY, max_words=MAX_WORDS, words=None,
                   select=None):
     """Validate ``candidates`` and keep those with percent identity >= ``min_identity``, in candidate order.
 
@@ -258,7 +220,7 @@ def validate_hits(device, resident, read_buffer, candidates, min_identity=0.8, m
     if n == 0:
         return ValidatedHits(0, o_rs[:0], o_start[:0], o_end[:0], o_dist[:0], o_cand[:0])
     count = cla.empty(queue, 1, np.uint32, allocator=pool)
-    _compactor(device)(
+    validation_compaction(device)(
         keep, candidates.rs[:n], dist, start, end, o_rs, o_dist, o_start, o_end, o_cand, count, queue=queue
     )
     m = int(count.get()[0])

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-import peanut_py.affine as affine
-from peanut_py.affine import align_batch_device
+import peanut_py.align_device as affine
+from peanut_py.align_device import align_batch_device
 from peanut_py.align import MAX_LENGTH, align_batch, cigar_string, md_batch
 from peanut_py.device import Device
 # the reference implementation and the pair generators of the CPU aligner's tests (pytest puts tests/ on sys.path)

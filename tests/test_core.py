@@ -1,9 +1,9 @@
-"""MappingCore: the device stage of one batch; its warm-up builds what the batches then use."""
+"""DeviceStage: the device stage of one batch; its warm-up builds what the batches then use."""
 import pytest
 
 from conftest import REPO
 from peanut_py import rescue
-from peanut_py.core import MappingCore
+from peanut_py.device_stage import DeviceStage
 from peanut_py.device import Device
 from peanut_py.mapping import open_index
 from peanut_py.reads import read_batches, read_pair_batches
@@ -18,7 +18,7 @@ def test_warm_up_builds_every_program_a_batch_uses(example_index, best_stratum):
     the warm-up asks for the same programs with the same defines as the steps themselves."""
     device = Device()
     resident = ResidentReference.from_index(device, open_index(example_index))
-    core = MappingCore(device, resident, best_stratum=best_stratum)
+    core = DeviceStage(device, resident, best_stratum=best_stratum)
     core.warm_up()
     rescue.build_programs(device)
     built = set(device._built)
@@ -30,20 +30,20 @@ def test_warm_up_builds_every_program_a_batch_uses(example_index, best_stratum):
     assert set(device._built) == built
 
 
-def test_warm_up_errors_are_left_to_the_batch(example_index, monkeypatch):
+def test_warm_up_errors_are_left_to_the_batch(example_index, tmp_path):
     """A program that fails to build in the warm-up is built again (and its error raised) by the batch."""
-    from peanut_py import qgroup
+    import shutil
+
+    from peanut_py.device import KERNEL_DIR
     from peanut_py.errors import PeanutError
 
-    device = Device()
+    for path in KERNEL_DIR.iterdir():
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "qgroup.cl").write_text("__kernel void broken(__global int *x) { x[0] = undefined_name; }\n")
+    device = Device(kernel_dir=tmp_path)
     resident = ResidentReference.from_index(device, open_index(example_index))
-    core = MappingCore(device, resident)
-
-    def broken(*a, **k):
-        raise PeanutError("qgroup.cl: build failed")
-
-    monkeypatch.setattr(qgroup, "kernels", broken)
+    core = DeviceStage(device, resident)
     core.warm_up()
     batch = next(read_batches(str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"), max_reads=100))
-    with pytest.raises(PeanutError, match="build failed"):
+    with pytest.raises(PeanutError, match="qgroup.cl failed"):
         core.map_batch(batch.codes, batch.offsets)

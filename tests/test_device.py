@@ -56,8 +56,7 @@ def test_program_build_with_defines_and_cache(tmp_path, monkeypatch):
         "  uint i = get_global_id(0); if (i < n) x[i] = x[i] * FACTOR + OFFSET; }\n"
     )
     (tmp_path / "broken.cl").write_text("__kernel void broken(__global int *x) { x[0] = undefined_name; }\n")
-    monkeypatch.setattr(devmod, "kernel_dir", lambda: tmp_path)
-    dev = devmod.Device()
+    dev = devmod.Device(kernel_dir=tmp_path)
     prg = dev.program("scale", FACTOR=3, OFFSET=1)
     assert dev.program("scale", OFFSET=1, FACTOR=3) is prg
     assert dev.program("scale", FACTOR=2, OFFSET=0) is not prg

@@ -17,7 +17,8 @@ from peanut_py.filtration import (
     min_votes_table,
     votes_threshold,
 )
-from peanut_py.qgroup import QGroupIndex, ReadBuffer, kernels
+from peanut_py import layout
+from peanut_py.qgroup import QGroupIndex, ReadBuffer
 from peanut_py.resident import ResidentReference
 from test_qgroup import _CODE, read_fastq_codes, ref_qgrams, ref_text
 
@@ -403,7 +404,7 @@ def test_memory_capped_device_streams_and_gives_identical_candidates(planted):
     p = planted
     # Usable memory (3/4) = the fixed part of a q = 11 index (I and S: 768 KiB, folded 192 KiB) + 207 KiB: the
     # ~140 KiB q-gram table exceeds its share (half) of the remaining room.
-    fixed = qgroup.index_fixed_bytes(p["q"], fold=qgroup.default_fold(Device()))
+    fixed = layout.index_fixed_bytes(p["q"], fold=layout.default_fold(Device()))
     small = Device(memory_cap=int((fixed + (207 << 10)) / 0.75))
     res = ResidentReference(small, *table_args(p["ref"], p["q"], p["step"]))
     assert res.streamed
@@ -470,7 +471,7 @@ def test_collapse_slots_with_many_hits_and_empty_slots(device):
     slot_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.uint32)
     total = int(slot_start[-1])
     dev = lambda a: cla.to_device(device.queue, a)  # noqa: E731
-    knl = kernels(device, "filter", Q=16, S_STRIDE=qgroup.S_STRIDE, STARTS_T="uint", EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
+    knl = device.kernels("filter", Q=16, S_STRIDE=layout.S_STRIDE, STARTS_T="uint", EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
     raw = []
     cand = collapse_slots(device, knl, _tools(device), dev(np.concatenate(slots)), total, dev(slot_start), len(slots),
                           dev(rs_start), r0, dev(table), gap, raw=raw)

@@ -73,7 +73,7 @@ def test_good_edge_cases_are_accepted(tmp_path):
     fa.write_bytes(
         (">a " + "x" * 100_000 + "\r\nACGTRYKM\r\nswbdhvn\r\n\r\n>b\n" + long_line + "\n\n>c\nAC").encode()
     )
-    rc, out, err = run_cli("index", fa, "-o", tmp_path / "ok.h5", "-q", "3", cwd=tmp_path)
+    rc, out, err = run_cli("index", fa, "-o", tmp_path / "ok.h5", "-q", "4", cwd=tmp_path)
     assert rc == 0, err
     with ReferenceIndex(tmp_path / "ok.h5") as ix:
         assert ix.names == ["a", "b", "c"]
@@ -115,8 +115,10 @@ def test_bad_output(tmp_path):
     assert fa.read_text() == ">a\nACGTACGTACGTACGTACGT\n"
 
 
-@pytest.mark.parametrize("args,needle", [(["-q", "17"], "q must be between 1 and 16"), (["-q", "0"], "q must be"),
-                                         (["-s", "0"], "step must be at least 1"), (["-m", "-5"], "mask threshold")])
+@pytest.mark.parametrize("args,needle", [(["-q", "17"], "-q 17: must lie in 4..16"), (["-q", "0"], "-q 0"),
+                                         (["-q", "3"], "-q 3: must lie in 4..16"),
+                                         (["-s", "0"], "-s/--step 0: must lie in 1..1024"),
+                                         (["-m", "-5"], "-m/--mask -5: must lie in 0..")])
 def test_bad_parameters(tmp_path, args, needle):
     fa = tmp_path / "a.fa"
     fa.write_text(">a\nACGT\n")

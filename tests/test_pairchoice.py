@@ -1,5 +1,5 @@
 """pairchoice.pyx (pair placement of a chunk without the GIL) against the Python loop it replaced in
-Postprocessor.process_pairs: pairing.pair_score per concordant combination, pairing.choose_pair per pair.
+Postprocessor.process_pairs: pair_oracle.pair_score per concordant combination, pair_oracle.choose_pair per pair.
 Equal on random combinations (ties, runner-ups, pairs that stay unpaired, extreme inserts) and on the real
 pairs of tests/test_samtext.py, which runs process_pairs with this reference patched in."""
 import math
@@ -8,9 +8,11 @@ import random
 import numpy as np
 import pytest
 
-from peanut_py import pairing
-from peanut_py.pairchoice import choose_pairs, pair_score
-from peanut_py.report import MapOptions
+import pair_oracle
+from peanut_py import insert_size as isz
+from peanut_py import pairs
+from peanut_py.options import Scoring
+from peanut_py.pair_choice import choose_pairs, pair_score
 
 
 def reference_choose_pairs(pair, rank_a, rank_b, score_a, score_b, insert, own, insert_size, opts):
@@ -19,13 +21,13 @@ def reference_choose_pairs(pair, rank_a, rank_b, score_a, score_b, insert, own, 
     combos = {}
     for p, ra, rb, sa, sb, ins in zip(*(np.asarray(a).tolist() for a in (pair, rank_a, rank_b, score_a, score_b,
                                                                            insert))):
-        combos.setdefault(p, []).append((pairing.pair_score(sa, sb, ins, insert_size, opts.match), ra, rb))
+        combos.setdefault(p, []).append((pair_oracle.pair_score(sa, sb, ins, insert_size, opts.match), ra, rb))
     chosen = np.zeros(n_reads, dtype=np.int64)
     paired = np.zeros(n_reads // 2, dtype=bool)
     q_pe = np.full(n_reads // 2, -1, dtype=np.int64)
     own_l = np.asarray(own).tolist()
     for p, cs in combos.items():
-        c = pairing.choose_pair(cs, own_l[2 * p] + own_l[2 * p + 1] - pairing.PEN_UNPAIRED, opts)
+        c = pair_oracle.choose_pair(cs, own_l[2 * p] + own_l[2 * p + 1] - pairs.PEN_UNPAIRED, opts)
         chosen[2 * p], chosen[2 * p + 1], paired[p], q_pe[p] = c.a, c.b, c.paired, c.q_pe
     return chosen, paired, q_pe
 
@@ -49,8 +51,8 @@ def random_chunk(rng, n_pairs, insert_size, score_range):
 @pytest.mark.parametrize("seed", range(6))
 def test_choose_pairs_equals_the_python_placement(seed):
     rng = random.Random(seed)
-    insert_size = pairing.InsertSize(rng.uniform(150, 500), rng.choice([0.5, 35.7, 80.0]), 40, 900)
-    opts = MapOptions(match=rng.choice([1, 2]), mismatch=rng.choice([3, 4]), gap_open=rng.choice([5, 6]),
+    insert_size = isz.InsertSize(rng.uniform(150, 500), rng.choice([0.5, 35.7, 80.0]), 40, 900)
+    opts = Scoring(match=rng.choice([1, 2]), mismatch=rng.choice([3, 4]), gap_open=rng.choice([5, 6]),
                       gap_extend=rng.choice([1, 2]))
     score_range = rng.choice([(90, 100), (0, 150), (140, 150)])  # narrow ranges: ties and runner-ups
     cols, own = random_chunk(rng, 400, insert_size, score_range)
@@ -66,7 +68,7 @@ def test_choose_pairs_equals_the_python_placement(seed):
 def test_choose_pairs_without_combinations():
     own = np.arange(6, dtype=np.int64)
     empty = np.zeros(0, dtype=np.int64)
-    chosen, paired, q_pe = choose_pairs(empty, empty, empty, empty, empty, empty, own, None, MapOptions())
+    chosen, paired, q_pe = choose_pairs(empty, empty, empty, empty, empty, empty, own, None, Scoring())
     assert chosen.tolist() == [0] * 6 and paired.tolist() == [False] * 3 and q_pe.tolist() == [-1] * 3
 
 
@@ -74,7 +76,7 @@ def test_choose_pairs_needs_grouped_pairs():
     one = np.ones(2, dtype=np.int64)
     with pytest.raises(ValueError, match="grouped by pair"):
         choose_pairs(np.array([1, 0], dtype=np.int64), one, one, one, one, one, np.zeros(4, dtype=np.int64),
-                     pairing.InsertSize(300.0, 30.0, 100, 500), MapOptions())
+                     isz.InsertSize(300.0, 30.0, 100, 500), Scoring())
 
 
 def test_pair_score_equals_pairing():
@@ -83,7 +85,7 @@ def test_pair_score_equals_pairing():
         mean, std = rng.uniform(50, 800), rng.choice([0.0, rng.uniform(0.01, 200)])
         insert = rng.choice([int(rng.gauss(mean, 4 * std + 1)), rng.randint(-10, 100000)])
         sa, sb, match = rng.randint(-20, 300), rng.randint(-20, 300), rng.randint(1, 3)
-        expect = pairing.pair_score(sa, sb, insert, pairing.InsertSize(mean, std, 1, 2), match)
-        assert pair_score(sa, sb, insert, mean, std, match) == expect
+        expect = pair_oracle.pair_score(sa, sb, insert, isz.InsertSize(mean, std, 1, 2), match)
+        assert pair_score(sa, sb, insert, isz.InsertSize(mean, std, 1, 2), match) == expect
     # far outside the distribution the tail probability underflows and is floored at 1e-300, as in Python
-    assert pair_score(0, 0, 10 ** 6, 300.0, 10.0, 1) == int(0.721 * math.log(1e-300) + 0.499)
+    assert pair_score(0, 0, 10 ** 6, isz.InsertSize(300.0, 10.0, 1, 2), 1) == int(0.721 * math.log(1e-300) + 0.499)

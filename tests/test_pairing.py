@@ -1,4 +1,4 @@
-"""Paired-end model (pairing.py) on hand-computed cases, and mate rescue (rescue.py + kernels/rescue.cl): the
+"""Paired-end model (pairs.py) on hand-computed cases, and mate rescue (rescue.py + kernels/rescue.cl): the
 device's alignment of every rescue window must equal a plain-Python dynamic program exactly."""
 import math
 import random
@@ -10,12 +10,15 @@ import pytest
 
 from test_validation import read_buffer
 
-from peanut_py import pairing, rescue
+import pair_oracle
+from peanut_py import insert_size as isz
+from peanut_py import mapq, pairs, rescue
 from peanut_py.device import Device
 from peanut_py.errors import PeanutError
-from peanut_py.report import MapOptions
+from peanut_py.options import MapOptions, Scoring
 
 OPTS = MapOptions()
+SCORING = OPTS.scoring
 CONTIG_GAP = 1024
 COMPLEMENT = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
 NEG = -(1 << 30)
@@ -27,7 +30,7 @@ NEG = -(1 << 30)
 def test_estimate_insert_size_by_hand():
     # 20 inserts: 19 around 300 and one outlier. n = 20: p25 = q[int(5.499)] = q[5], p75 = q[int(15.499)] = q[15]
     q = [280, 285, 290, 292, 295, 296, 298, 299, 300, 300, 301, 302, 303, 305, 306, 308, 310, 315, 320, 5000]
-    est = pairing.estimate_insert_size(q)
+    est = isz.estimate_insert_size(q)
     p25, p75 = 296, 308
     iqr = p75 - p25
     kept = [x for x in q if p25 - 2 * iqr <= x <= p75 + 2 * iqr]  # 272..332: the outlier 5000 is trimmed
@@ -40,46 +43,46 @@ def test_estimate_insert_size_by_hand():
     assert est.high == max(int(p75 + 3 * iqr + 0.499), int(mean + 4 * std + 0.499))
     assert est.n == 20 and est.source == "estimated"
     # order of the sample does not matter
-    assert pairing.estimate_insert_size(list(reversed(q))) == est
+    assert isz.estimate_insert_size(list(reversed(q))) == est
 
 
 def test_estimate_insert_size_needs_ten_pairs_and_low_at_least_one():
-    assert pairing.estimate_insert_size([300] * 9) is None
-    est = pairing.estimate_insert_size([300] * 10)
+    assert isz.estimate_insert_size([300] * 9) is None
+    est = isz.estimate_insert_size([300] * 10)
     assert (est.mean, est.std, est.low, est.high) == (300.0, 0.0, 300, 300)
-    wide = pairing.estimate_insert_size([10, 20, 30, 40, 50, 60, 70, 80, 90, 400])
+    wide = isz.estimate_insert_size([10, 20, 30, 40, 50, 60, 70, 80, 90, 400])
     assert wide.low == 1
 
 
 def test_parse_insert_size():
-    i = pairing.parse_insert_size("300")
+    i = isz.parse_insert_size("300")
     assert (i.mean, i.std, i.low, i.high, i.source) == (300.0, 30.0, 180, 420, "user")
-    i = pairing.parse_insert_size("250,25")
+    i = isz.parse_insert_size("250,25")
     assert (i.low, i.high) == (150, 350)
-    i = pairing.parse_insert_size("250,25,600")
+    i = isz.parse_insert_size("250,25,600")
     assert (i.low, i.high) == (150, 600)
-    i = pairing.parse_insert_size("250,25,600,100")
+    i = isz.parse_insert_size("250,25,600,100")
     assert (i.low, i.high) == (100, 600)
-    assert pairing.parse_insert_size("10,10").low == 1  # mean - 4 std < 1
+    assert isz.parse_insert_size("10,10").low == 1  # mean - 4 std < 1
     for bad in ("", "x", "300,", "1,2,3,4,5", "-5", "300,20,100,200", "nan"):
         with pytest.raises(PeanutError):
-            pairing.parse_insert_size(bad)
+            isz.parse_insert_size(bad)
 
 
 # --- concordance, TLEN, flags ----------------------------------------------------------------------------------
 
 
-INS = pairing.InsertSize(300.0, 30.0, 180, 420)
+INS = isz.InsertSize(300.0, 30.0, 180, 420)
 
 
 def test_fr_insert_and_concordance():
     # forward mate at [1000, 1100), reverse mate at [1200, 1300): insert = 1300 - 1000
-    assert pairing.fr_insert(0, 1000, 1100, 1, 1200, 1300) == 300
-    assert pairing.fr_insert(1, 1200, 1300, 0, 1000, 1100) == 300  # either mate may be the forward one
-    assert pairing.fr_insert(0, 1000, 1100, 0, 1200, 1300) == 0  # same strand: not FR
+    assert pairs.fr_insert(0, 1000, 1100, 1, 1200, 1300) == 300
+    assert pairs.fr_insert(1, 1200, 1300, 0, 1000, 1100) == 300  # either mate may be the forward one
+    assert pairs.fr_insert(0, 1000, 1100, 0, 1200, 1300) == 0  # same strand: not FR
     # RF (reverse mate left of the forward one): negative insert, never concordant
-    assert pairing.fr_insert(1, 1000, 1100, 0, 1200, 1300) == 1100 - 1200
-    c = pairing.concordant
+    assert pairs.fr_insert(1, 1000, 1100, 0, 1200, 1300) == 1100 - 1200
+    c = pairs.concordant
     assert c(INS, 0, 0, 1000, 1100, 0, 1, 1200, 1300)
     assert not c(INS, 0, 0, 1000, 1100, 1, 1, 1200, 1300)  # other contig
     assert not c(INS, 0, 0, 1000, 1100, 0, 0, 1200, 1300)  # FF
@@ -96,16 +99,16 @@ def test_fr_insert_and_concordance():
 
 def test_template_length_by_hand():
     # mate 1 at POS 101 (0-based 100) 50 bases; mate 2 at 0-based 300..400: template 100..400 = 300 bases
-    assert pairing.template_length(100, 150, 300, 400) == (300, -300)
-    assert pairing.template_length(300, 400, 100, 150) == (-300, 300)
+    assert pair_oracle.template_length(100, 150, 300, 400) == (300, -300)
+    assert pair_oracle.template_length(300, 400, 100, 150) == (-300, 300)
     # overlapping mates, mate 2 contained in mate 1: leftmost start 100, rightmost end 200
-    assert pairing.template_length(100, 200, 120, 180) == (100, -100)
+    assert pair_oracle.template_length(100, 200, 120, 180) == (100, -100)
     # same POS: mate 1 is the positive one, the signs still differ
-    assert pairing.template_length(100, 150, 100, 201) == (101, -101)
+    assert pair_oracle.template_length(100, 150, 100, 201) == (101, -101)
 
 
 def test_pair_flags_by_hand():
-    f = pairing.pair_flags
+    f = pair_oracle.pair_flags
     assert f(True, True, True, False, True, True) == 99  # 1 + 2 + 32 + 64
     assert f(False, True, True, True, False, True) == 147  # 1 + 2 + 16 + 128
     assert f(True, True, True, False, True, False) == 97  # not concordant: no 0x2
@@ -117,19 +120,19 @@ def test_pair_flags_by_hand():
 
 def test_insert_log_penalty():
     # BWA's term is log4(2 * tail): +0.5 at the mean, falling away from it
-    assert pairing.insert_log_penalty(300, INS) == pytest.approx(0.721 * math.log(2))
+    assert pair_oracle.insert_log_penalty(300, INS) == pytest.approx(0.721 * math.log(2))
     z = 2.0
-    assert pairing.insert_log_penalty(360, INS) == pytest.approx(0.721 * math.log(2 * math.erfc(z / math.sqrt(2))))
-    assert pairing.insert_log_penalty(240, INS) == pairing.insert_log_penalty(360, INS)
+    assert pair_oracle.insert_log_penalty(360, INS) == pytest.approx(0.721 * math.log(2 * math.erfc(z / math.sqrt(2))))
+    assert pair_oracle.insert_log_penalty(240, INS) == pair_oracle.insert_log_penalty(360, INS)
 
 
 def test_pair_score():
     # mates scoring 90 and 100 at the mean insert: 190 + 0.721 ln 2 rounded as BWA rounds
-    assert pairing.pair_score(90, 100, 300, INS) == 190
+    assert pair_oracle.pair_score(90, 100, 300, INS) == 190
     # two standard deviations away: 190 + 0.721 ln(2 erfc(sqrt 2)) = 190 - 2.31 -> 188
     expected = int(190 + 0.721 * math.log(2 * math.erfc(math.sqrt(2))) + 0.499)
-    assert pairing.pair_score(90, 100, 360, INS) == expected
-    assert pairing.pair_score(90, 100, 360, INS) == 188
+    assert pair_oracle.pair_score(90, 100, 360, INS) == expected
+    assert pair_oracle.pair_score(90, 100, 360, INS) == 188
 
 
 def test_concordant_combinations_by_hand():
@@ -145,33 +148,33 @@ def test_concordant_combinations_by_hand():
         (1, 0, 1300, 1400, 0),  # 7: mate 2 forward: same strand as hit 0, and no reverse hit of mate 1
     ]
     read, strand, start, end, contig = (np.array(c) for c in zip(*cand))
-    f, r, ins = pairing.concordant_combinations(read, strand, start, end, contig, INS)
+    f, r, ins = pairs.concordant_combinations(read, strand, start, end, contig, INS)
     assert list(zip(f.tolist(), r.tolist(), ins.tolist())) == [(0, 2, 300), (1, 2, 250), (5, 4, 300)]
-    assert all(len(x) == 0 for x in pairing.concordant_combinations(read, strand, start, end, contig, None))
+    assert all(len(x) == 0 for x in pairs.concordant_combinations(read, strand, start, end, contig, None))
 
 
 def test_choose_pair_by_hand():
     # the single concordant pair (190) beats the unpaired placement (183): MAPQ 6.02 * 7
-    c = pairing.choose_pair([(190, 1, 0)], 183, OPTS)
-    assert (c.a, c.b, c.paired, c.q_pe, c.score) == (1, 0, True, pairing.raw_mapq(7), 190)
+    c = pair_oracle.choose_pair([(190, 1, 0)], 183, SCORING)
+    assert (c.a, c.b, c.paired, c.q_pe, c.score) == (1, 0, True, pair_oracle.raw_mapq(7), 190)
     assert c.q_pe == 42
     # not better than the unpaired placement: each mate keeps its best hit (rank 0)
-    c = pairing.choose_pair([(183, 1, 0)], 183, OPTS)
+    c = pair_oracle.choose_pair([(183, 1, 0)], 183, SCORING)
     assert (c.a, c.b, c.paired, c.q_pe) == (0, 0, False, -1)
-    assert pairing.choose_pair([], 100, OPTS, has_b=False).b == -1
+    assert pair_oracle.choose_pair([], 100, SCORING, has_b=False).b == -1
     # two equal pairs (a segmental duplication): MAPQ 0, the best-ranked hits win the tie
-    c = pairing.choose_pair([(195, 1, 1), (195, 0, 0)], 178, OPTS)
+    c = pair_oracle.choose_pair([(195, 1, 1), (195, 0, 0)], 178, SCORING)
     assert (c.a, c.b, c.paired, c.q_pe) == (0, 0, True, 0)
     # runner-ups within max(A + B, O + E) = 7 of the second best count: 190 and 188, not 180
-    c = pairing.choose_pair([(200, 0, 0), (190, 1, 1), (188, 2, 2), (180, 3, 3)], 150, OPTS)
-    assert c.q_pe == pairing.raw_mapq(10) - int(4.343 * math.log(3) + 0.499) == 55
+    c = pair_oracle.choose_pair([(200, 0, 0), (190, 1, 1), (188, 2, 2), (180, 3, 3)], 150, SCORING)
+    assert c.q_pe == pair_oracle.raw_mapq(10) - int(4.343 * math.log(3) + 0.499) == 55
 
 
 def test_pair_mapq_pins_an_ambiguous_mate():
     # mate alone ambiguous (0), pinned by a pair with q_pe 60: 0 + 40 cap; a confident mate keeps its own
-    assert pairing.pair_mapq([0, 60], 60).tolist() == [40, 60]
-    assert pairing.pair_mapq([10, 3], 20).tolist() == [20, 20]
-    assert pairing.pair_mapq([30], 0).tolist() == [30]
+    assert mapq.pair_mapq([0, 60], 60).tolist() == [40, 60]
+    assert mapq.pair_mapq([10, 3], 20).tolist() == [20, 20]
+    assert mapq.pair_mapq([30], 0).tolist() == [30]
 
 
 def test_insert_sample_uses_unique_fr_pairs_only():
@@ -185,8 +188,8 @@ def test_insert_sample_uses_unique_fr_pairs_only():
         (17, 6000, 6100, 0), (18, 6200, 6300, 0),
     ]
     rs, start, end, dist = (np.array(c) for c in zip(*hits))
-    sample = pairing.insert_sample(rs.astype(np.uint32), start, end, dist.astype(np.int32), np.full(10, 100),
-                                   offsets, OPTS)
+    sample = isz.insert_sample(rs.astype(np.uint32), start, end, dist.astype(np.int32), np.full(10, 100),
+                                   offsets, SCORING)
     assert sample.tolist() == [300]
 
 
@@ -373,12 +376,13 @@ def test_rescue_kernel_equals_reference(device, local, group):
     seq = seq[:3000]
     genome = Genome(seq)
     reads, tasks = rescue_cases(rng, seq, 80)
-    opts = MapOptions(local=local, match=rng.choice([1, 2]), mismatch=4, gap_open=6, gap_extend=1, clip=5)
+    opts = MapOptions(local=local, scoring=Scoring(match=rng.choice([1, 2]), mismatch=4, gap_open=6, gap_extend=1, clip=5))
     (score, end_i, end_j, start_d), strands = run_kernel(device, genome, reads, tasks, opts, group)
     found = 0
     for t, (rs, lo, hi) in enumerate(tasks):
-        want = reference_rescue(strands[rs].tolist(), genome.window(lo, hi).tolist(), A=opts.match,
-                                B=opts.mismatch, O=opts.gap_open, E=opts.gap_extend, clip=opts.clip, local=local)
+        want = reference_rescue(strands[rs].tolist(), genome.window(lo, hi).tolist(), A=opts.scoring.match,
+                                B=opts.scoring.mismatch, O=opts.scoring.gap_open, E=opts.scoring.gap_extend,
+                                clip=opts.scoring.clip, local=local)
         got = (int(score[t]), int(end_i[t]), int(end_j[t]), int(start_d[t]))
         if want[1] < 0:
             assert got[0] == NEG and got[1] == -1, t

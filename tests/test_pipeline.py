@@ -46,10 +46,15 @@ def test_device_works_ahead_of_writer():
     assert overlap.is_set()
 
 
+def stage_of(step):
+    """A host stage that applies ``step(batch, result)`` to every batch as it comes."""
+    return lambda items: ((batch, step(batch, result)) for batch, result in items)
+
+
 @pytest.mark.parametrize("threads", [1, 3])
-def test_second_step_runs_between_device_and_postprocessing(threads):
-    """The optional second step (paired-end rescue) sees every batch once, in order, in its own thread, and
-    its result is what postprocessing gets."""
+def test_host_stage_runs_between_device_and_postprocessing(threads):
+    """The optional host stage (pairs: insert size, rescue) sees every batch once, in order, in its own
+    thread, and its result is what postprocessing gets."""
     seen = []
 
     def second(batch, result):
@@ -58,7 +63,7 @@ def test_second_step_runs_between_device_and_postprocessing(threads):
 
     out = []
     n, times = run_pipeline(range(12), lambda b: b * 10, _steps(2), out.append, threads=threads,
-                            second_step=second)
+                            host_stage=stage_of(second))
     assert n == 24
     assert "".join(out) == "".join(f"{b}:{b * 10 + 1}:{i}\n" for b in range(12) for i in range(2))
     assert [b for b, _ in seen] == list(range(12))
@@ -66,8 +71,8 @@ def test_second_step_runs_between_device_and_postprocessing(threads):
     assert "rescue" in times.seconds
 
 
-def test_second_step_overlaps_the_device_step():
-    # the device thread maps batch k + 1 while the second step still works on batch k
+def test_host_stage_overlaps_the_device_step():
+    # the device thread maps batch k + 1 while the host stage still works on batch k
     busy = threading.Event()
     overlap = threading.Event()
 
@@ -82,8 +87,33 @@ def test_second_step_overlaps_the_device_step():
         busy.clear()
         return result
 
-    run_pipeline(range(6), device, _steps(1), lambda text: None, threads=1, second_step=second)
+    run_pipeline(range(6), device, _steps(1), lambda text: None, threads=1, host_stage=stage_of(second))
     assert overlap.is_set()
+
+
+@pytest.mark.parametrize("held", [0, 4])
+def test_host_stage_may_hold_batches_back(held):
+    """A host stage that holds the first batches until it has seen ``held`` of them (as the insert-size
+    estimate does) still passes every batch on once, in input order, while the device goes on mapping."""
+    mapped_while_held = []
+
+    def stage(items):
+        waiting = []
+        for batch, result in items:
+            if len(waiting) < held:
+                waiting.append((batch, result))
+                mapped_while_held.append(batch)
+                if len(waiting) < held:
+                    continue
+                yield from waiting
+                continue
+            yield batch, result
+        yield from waiting if len(waiting) < held else []
+
+    out = []
+    n, _ = run_pipeline(range(9), lambda b: b, _steps(1), out.append, threads=2, host_stage=stage)
+    assert n == 9 and out == [f"{b}:{b}:0\n" for b in range(9)]
+    assert mapped_while_held == list(range(held))
 
 
 @pytest.mark.parametrize("stage", ["reader", "device", "second", "post", "writer"])
@@ -123,7 +153,7 @@ def test_first_error_stops_everything(stage):
 
     t = time.perf_counter()
     with pytest.raises(Boom, match=f"{'post' if stage == 'post' else stage} failed"):
-        run_pipeline(batches(), device, post_steps, write, threads=2, second_step=second)
+        run_pipeline(batches(), device, post_steps, write, threads=2, host_stage=stage_of(second))
     assert time.perf_counter() - t < 10
     assert len(written) <= 3 + 2 * 2 * 2  # stopped promptly, not after the 1000 batches
 

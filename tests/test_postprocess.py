@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from peanut_py.postprocess import expand, gather_read_strands, rank_hits, strata_counts
+from peanut_py.ranking import expand, gather_read_strands, rank_hits, strata_counts
 
 
 def reference_rank(rs, start, dist, n_reads, first_read, window):

@@ -8,7 +8,10 @@ import pytest
 from peanut_py import qgroup
 from peanut_py.device import Device
 from peanut_py.errors import PeanutError
-from peanut_py.qgroup import BUILD_BYTES_PER_BASE, QGroupIndex, ReadBuffer, index_fixed_bytes, reads_per_buffer
+from peanut_py import device as devmod
+from peanut_py import layout
+from peanut_py.layout import BUILD_BYTES_PER_BASE, index_fixed_bytes, reads_per_buffer
+from peanut_py.qgroup import QGroupIndex, ReadBuffer
 
 HUMAN_R1 = "human/NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz"
 YEAST_R1 = "yeast/SRR5204809_Spt5-ChIP_Input1_SacCer_ChIP-Seq_ss100k_R1.fastq.gz"
@@ -62,7 +65,7 @@ def ref_qgrams(text, rs_start, pos_rs, q):
     return g, t[ok].astype(np.uint32)
 
 
-def ref_qgroup(g, t, q, sample_s, fold=0):
+def ref_qgroup(g, t, q, sample_s, fold=0, stride=layout.S_STRIDE):
     """The q-group index by definition: bit per present key (the q-gram without its last ``fold`` bases),
     prefix sums, positions sorted by (g, t)."""
     I = np.zeros(4 ** (q - fold) // 32, dtype=np.uint32)
@@ -72,7 +75,7 @@ def ref_qgroup(g, t, q, sample_s, fold=0):
     S = (np.cumsum(pc) - pc).astype(np.uint32)
     Sp = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint32)
     O = t[np.lexsort((t, g))].astype(np.uint32)
-    return I, (S[:: qgroup.S_STRIDE] if sample_s else S), Sp, O
+    return I, (S[::stride] if sample_s else S), Sp, O
 
 
 def random_reads(rng, n, lo, hi, n_rate=0.0):
@@ -90,13 +93,13 @@ def device():
     return Device()
 
 
-def check_index(device, codes, offsets, q, sample_s, fold=0):
+def check_index(device, codes, offsets, q, sample_s, fold=0, stride=layout.S_STRIDE):
     rb = ReadBuffer(device, codes, offsets)
     text, rs_start, pos_rs = ref_text(codes, offsets)
-    qi = QGroupIndex(device, rb, q, sample_s=sample_s, fold=fold)
+    qi = QGroupIndex(device, rb, q, sample_s=sample_s, fold=fold, s_stride=stride)
     got = qi.to_host()
     g, t = ref_qgrams(text, rs_start, pos_rs, q)
-    I, S, Sp, O = ref_qgroup(g, t, q, sample_s, fold)
+    I, S, Sp, O = ref_qgroup(g, t, q, sample_s, fold, stride)
     for name, a, b in (("I", got.I, I), ("S", got.S, S), ("S'", got.S_prime, Sp), ("O", got.O, O)):
         if not np.array_equal(a, b):  # the fast check first: I is 512 MiB at q = 16
             np.testing.assert_array_equal(a, b, err_msg=name)
@@ -134,15 +137,14 @@ def test_read_buffer_rejects_bad_input(device):
 @pytest.mark.parametrize("fold", [0, 1])
 @pytest.mark.parametrize("q", [4, 8, 11])  # q = 4: fewer groups (8, folded 2) than one stride of 16
 @pytest.mark.parametrize("stride", [1, 2, 4, 16])  # S for every group, every second (the paper's), ...
-def test_qgroup_random_reads(device, monkeypatch, q, stride, fold):
-    monkeypatch.setattr(qgroup, "S_STRIDE", max(stride, 2))
+def test_qgroup_random_reads(device, q, stride, fold):
     sample_s = stride > 1
     rng = np.random.default_rng(q)
     codes, offsets = random_reads(rng, 400, 30, 300, n_rate=0.01)
     # Repeats inside the buffer: frequent q-grams give long slots in O.
     codes[offsets[5] : offsets[5] + 200] = 0
     codes[offsets[9] : offsets[9] + 100] = np.tile([0, 1], 50)
-    check_index(device, codes, offsets, q, sample_s, fold)
+    check_index(device, codes, offsets, q, sample_s, fold, max(stride, 2))
 
 
 @pytest.mark.parametrize("fold", [0, 1])
@@ -151,7 +153,6 @@ def test_sort_occurrences_any_order(device, fold):
     folded, by (last base of the q-gram at the position, position)."""
     import pyopencl.array as cla
 
-    from peanut_py.qgroup import kernels
 
     rng = np.random.default_rng(5)
     q = 8
@@ -163,7 +164,7 @@ def test_sort_occurrences_any_order(device, fold):
     O[Sp[8] : Sp[9]] = np.arange(4000) ^ 1  # nearly sorted: insertion within budget
     text = rng.integers(0, 4, 20_000 + q).astype(np.uint8)
     d_O, d_Ob = cla.to_device(device.queue, O), cla.zeros(device.queue, len(O), np.uint8)
-    knl = kernels(device, "qgroup", Q=q, S_STRIDE=qgroup.S_STRIDE, GROUP_BLOCK=qgroup.GROUP_BLOCK, FOLD=fold)
+    knl = device.kernels("qgroup", Q=q, S_STRIDE=layout.S_STRIDE, GROUP_BLOCK=layout.GROUP_BLOCK, FOLD=fold)
     device.launch(knl.sort_occurrences, len(sizes), cla.to_device(device.queue, Sp).data, np.uint32(len(sizes)),
                   cla.to_device(device.queue, text).data, d_O.data, d_Ob.data)
     last = text[O.astype(np.int64) + q - 1].astype(np.uint64) if fold else np.zeros(len(O), np.uint64)
@@ -207,7 +208,7 @@ def test_qgroup_default_fold(device):
     """A CPU device folds one base out of the key, a GPU does not (qgroup.default_fold)."""
     codes, offsets = random_reads(np.random.default_rng(6), 20, 30, 60)
     qi = QGroupIndex(device, ReadBuffer(device, codes, offsets), 8)
-    assert qi.fold == (1 if device.host_memory else 0) == qgroup.default_fold(device)
+    assert qi.fold == (1 if device.host_memory else 0) == layout.default_fold(device)
     with pytest.raises(PeanutError):
         QGroupIndex(device, ReadBuffer(device, codes, offsets), 8, fold=2)
 
@@ -243,17 +244,16 @@ def test_reads_per_buffer_small_and_large_devices():
 
 
 @pytest.mark.parametrize("host_memory", [True, False])
-@pytest.mark.parametrize("n", [1, qgroup.ZERO_SPAN - 1, qgroup.ZERO_SPAN, 3 * qgroup.ZERO_SPAN + 17])
+@pytest.mark.parametrize("n", [1, devmod.ZERO_SPAN - 1, devmod.ZERO_SPAN, 3 * devmod.ZERO_SPAN + 17])
 def test_zero_words_clears_exactly_the_array(device, monkeypatch, host_memory, n):
     """Both ways of clearing I (the kernel on CPU devices, the fill command elsewhere) zero every word of the
     array and nothing past it, for lengths around the kernel's span."""
     import pyopencl.array as cla
 
     monkeypatch.setattr(type(device), "host_memory", property(lambda self: host_memory))
-    knl = qgroup.qgroup_kernels(device, 8)
     rng = np.random.default_rng(n)
     host = rng.integers(1, 2**32, n + 100, dtype=np.uint32)
     a = cla.to_device(device.queue, host)
-    qgroup.zero_words(device, knl, a[:n])
+    device.zero_words(a[:n])
     got = a.get()
     assert not got[:n].any() and np.array_equal(got[n:], host[n:])

@@ -11,7 +11,7 @@ import pysam
 import pytest
 
 import peanut_py.reads as reads_module
-from peanut_py import fastq
+from peanut_py import _fastq as fastq
 from peanut_py.errors import InputError
 from peanut_py.reads import ReadBatch, read_batches, read_interleaved_batches, read_pair_batches
 

@@ -198,7 +198,7 @@ def write_fasta(path, records, rng):
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("q,step,mask", [(16, 1, 0), (16, 1, 20), (11, 3, 5), (5, 1, 30), (1, 2, 0), (3, 7, 9)])
+@pytest.mark.parametrize("q,step,mask", [(16, 1, 0), (16, 1, 20), (11, 3, 5), (5, 1, 30), (4, 2, 0), (4, 7, 9)])
 def test_random_genomes_match_brute_force(tmp_path, seed, q, step, mask):
     rng = np.random.default_rng(seed * 1000 + q * 10 + step)
     fa = tmp_path / ("g.fa.gz" if seed % 2 else "g.fa")
@@ -223,11 +223,11 @@ def test_rounds_groups_and_writes_do_not_change_the_result(tmp_path, monkeypatch
     monkeypatch.setattr(reference, "SORT_GROUP", sort_group)
     monkeypatch.setattr(reference, "FLUSH_ELEMENTS", block)
     monkeypatch.setattr(reference, "CHUNK", max(1, block // 2))  # compressed: several chunks per write
-    for q, mask, compress in ((16, 10, False), (6, 0, True), (2, 300, False)):
+    for q, mask, compress in ((16, 10, False), (6, 0, True), (4, 300, False)):
         out = tmp_path / f"g{q}.h5"
         build_index(fa, out, q=q, step=1, mask_threshold=mask, round_keys=round_keys, compress=compress)
         check_index(out, records, q, 1, mask)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.fa", "g16.h5", "g2.h5", "g6.h5"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.fa", "g16.h5", "g4.h5", "g6.h5"]
 
 
 def test_qgrams_straddling_n_and_short_contigs(tmp_path):
@@ -302,7 +302,7 @@ def test_codes_fetch_contig_of(tmp_path):
             ix.fetch(len(records), 0, 1)
 
 
-@pytest.mark.parametrize("kwargs", [dict(q=0), dict(q=17), dict(step=0), dict(mask_threshold=-1), dict(q=2.5)])
+@pytest.mark.parametrize("kwargs", [dict(q=0), dict(q=3), dict(q=17), dict(step=0), dict(mask_threshold=-1), dict(q=2.5)])
 def test_bad_parameters(tmp_path, kwargs):
     fa = tmp_path / "g.fa"
     fa.write_text(">a\nACGT\n")

@@ -1,5 +1,5 @@
-"""samtext.pyx (SAM text of single-end and paired chunks without the GIL) against the plain Python formatters it
-replaced: per-read (per-pair) record selection here, sam.format_records for the lines. Byte-identical on real
+"""sam_records.pyx (SAM text of single-end and paired chunks without the GIL) against the plain Python formatters it
+replaced: per-read (per-pair) record selection here, sam_oracle.format_records for the lines. Byte-identical on real
 reads and pairs, with the XA tag or 0x100 records, read groups, FASTA input, reverse-strand and unmapped reads,
 and for pairs unmapped mates, mate fields, TLEN and MC; the pair placement with pairchoice.pyx's Python
 reference (tests/test_pairchoice.py)."""
@@ -13,15 +13,18 @@ import pytest
 
 from conftest import REPO
 from test_align import check_consistency
-from peanut_py import pairing, sam, samtext
-from peanut_py import report as report_module
+import pair_oracle
+import sam_oracle
+from peanut_py import postprocess as report_module
+from peanut_py import sam_records
 from peanut_py.align import cigar_string
-from peanut_py.core import DeviceResult, MappingCore
+from peanut_py.device_stage import DeviceResult, DeviceStage
 from peanut_py.device import Device
 from peanut_py.mapping import open_index
-from peanut_py.pairing import estimate_insert_size, insert_sample
+from peanut_py.insert_size import estimate_insert_size, insert_sample
 from peanut_py.reads import read_batches, read_pair_batches
-from peanut_py.report import MapOptions, Postprocessor
+from peanut_py.options import MapOptions
+from peanut_py.postprocess import Postprocessor
 from peanut_py.rescue import merge_hits, rescue_batch
 from peanut_py.resident import ResidentReference
 
@@ -47,7 +50,7 @@ def xa_tag(names, offsets, contig, strand, aln, hits):
 
 
 def reference_records(post, batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq):
-    """The records of a chunk as Postprocessor built them in Python before samtext.pyx."""
+    """The records of a chunk as Postprocessor built them in Python before sam_records.pyx."""
     opts = post.opts
     text, offsets = md
     md = [bytes(text[a:b]).decode() for a, b in zip(offsets[:-1], offsets[1:])]
@@ -56,7 +59,7 @@ def reference_records(post, batch, r0, n_reads, report, first, strand, contig, a
     for r in range(n_reads):
         k0 = int(first[r])
         if report[r] == 0 or aln.pos[k0] < 0:
-            for key, v in zip(rec, (r0 + r, sam.FLAG_UNMAPPED, -1, -1, 0, "*", None)):
+            for key, v in zip(rec, (r0 + r, sam_records.FLAG_UNMAPPED, -1, -1, 0, "*", None)):
                 rec[key].append(v)
             continue
         mapped += 1
@@ -68,13 +71,13 @@ def reference_records(post, batch, r0, n_reads, report, first, strand, contig, a
         if others and not opts.secondary:
             tags += xa_tag(post.names, post.offsets, contig, strand, aln, others)
         for k in [k0] + (others if opts.secondary else []):
-            values = (r0 + r, (sam.FLAG_REVERSE if strand[k] else 0) | (sam.FLAG_SECONDARY if k != k0 else 0),
+            values = (r0 + r, (sam_records.FLAG_REVERSE if strand[k] else 0) | (sam_records.FLAG_SECONDARY if k != k0 else 0),
                       int(contig[k]), int(aln.pos[k] - post.offsets[contig[k]]), int(mapq[r]) if k == k0 else 0,
                       cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]]),
                       tags if k == k0 else f"NM:i:{aln.nm[k]}\tMD:Z:{md[k]}\tAS:i:{aln.score[k]}")
             for key, v in zip(rec, values):
                 rec[key].append(v)
-    text = sam.format_records(batch, post.names, rec["read"], rec["flag"], rec["ref"], rec["pos"], mapq=rec["mapq"],
+    text = sam_oracle.format_records(batch, post.names, rec["read"], rec["flag"], rec["ref"], rec["pos"], mapq=rec["mapq"],
                               cigar=rec["cigar"], tags=rec["tags"], read_group_id=opts.read_group_id)
     return text, n_reads, {"mapped": mapped, "multi": multi}
 
@@ -112,7 +115,7 @@ def test_same_text_as_the_python_formatter(mapped_example, opts, fmt, tmp_path, 
     device, index, resident, genome = mapped_example
     path = READS if fmt == "fastq" else fasta_variant(tmp_path)
     batch = next(read_batches(str(path)))
-    core = MappingCore(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
+    core = DeviceStage(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
     result = core.map_batch(batch.codes, batch.offsets)
     post = Postprocessor(index, genome, opts)
     fast = [step() for step in post.chunk_steps(batch, result, 3)]
@@ -122,12 +125,12 @@ def test_same_text_as_the_python_formatter(mapped_example, opts, fmt, tmp_path, 
     text = b"".join(t for t, _, _ in fast).decode()
     flags = [int(line.split("\t")[1]) for line in text.splitlines()]
     # the input exercises what the formatter distinguishes
-    assert any(f & sam.FLAG_REVERSE for f in flags) and any(f == 0 for f in flags)
+    assert any(f & sam_records.FLAG_REVERSE for f in flags) and any(f == 0 for f in flags)
     if opts.mode == "all":
         assert ("XA:Z:" in text) != opts.secondary
-        assert any(f & sam.FLAG_SECONDARY for f in flags) == opts.secondary
+        assert any(f & sam_records.FLAG_SECONDARY for f in flags) == opts.secondary
     if fmt == "fasta":
-        assert any(f & sam.FLAG_UNMAPPED for f in flags)  # at least the empty read
+        assert any(f & sam_records.FLAG_UNMAPPED for f in flags)  # at least the empty read
     assert ("\tRG:Z:grp1" in text) == (opts.read_group_id is not None)
 
 
@@ -138,7 +141,7 @@ def test_md_of_the_aligned_hits_is_consistent(mapped_example):
     device, index, resident, genome = mapped_example
     opts = MapOptions(mode="all", max_hits=20, min_identity=0.7)
     batch = next(read_batches(str(READS)))
-    result = MappingCore(device, resident, min_identity=0.7).map_batch(batch.codes, batch.offsets)
+    result = DeviceStage(device, resident, min_identity=0.7).map_batch(batch.codes, batch.offsets)
     post = Postprocessor(index, genome, opts)
     read = (result.rs >> 1).astype(np.int64)
     strand = (result.rs & 1).astype(bool)
@@ -190,7 +193,7 @@ READS2 = REPO / "index" / "example" / "NA12878_chr20_slice_2000pairs_R2.fastq.gz
 
 def reference_pair_records(post, batch, r0, n_reads, prim, rep_ptr, rep_item, strand, contig, aln, md, mapped, sub,
                            mapq, proper):
-    """The records of a chunk of pairs as Postprocessor._pair_records built them in Python before samtext.pyx."""
+    """The records of a chunk of pairs as Postprocessor._pair_records built them in Python before sam_records.pyx."""
     opts = post.opts
     names, offsets = post.names, post.offsets
     reported = [rep_item[rep_ptr[r]:rep_ptr[r + 1]].tolist() for r in range(n_reads)]
@@ -219,11 +222,11 @@ def reference_pair_records(post, batch, r0, n_reads, prim, rep_ptr, rep_item, st
                          cigar_of(k)))
         tlen = (0, 0)
         if info[0] and info[1] and info[0][0] == info[1][0]:
-            tlen = pairing.template_length(info[0][1], info[0][2], info[1][1], info[1][2])
+            tlen = pair_oracle.template_length(info[0][1], info[0][2], info[1][1], info[1][2])
         secondary = []
         for m, r in enumerate((2 * p, 2 * p + 1)):
             me, mate = info[m], info[1 - m]
-            flag = pairing.pair_flags(m == 0, me is not None, mate is not None, bool(me and me[3]),
+            flag = pair_oracle.pair_flags(m == 0, me is not None, mate is not None, bool(me and me[3]),
                                       bool(mate and mate[3]), bool(proper[p]))
             # an unmapped read sits at its mate's position, a mapped read's unmapped mate at the read's
             place = me or mate
@@ -233,7 +236,7 @@ def reference_pair_records(post, batch, r0, n_reads, prim, rep_ptr, rep_item, st
                 continue
             mate_place = mate or me
             counts["mapped"] += 1
-            counts["proper"] += bool(flag & sam.FLAG_PROPER_PAIR)
+            counts["proper"] += bool(flag & sam_records.FLAG_PROPER_PAIR)
             counts["mate_unmapped"] += mate is None
             k0 = int(prim[r])
             others = reported[r]
@@ -249,19 +252,19 @@ def reference_pair_records(post, batch, r0, n_reads, prim, rep_ptr, rep_item, st
                 tags += xa_tag(names, offsets, contig, strand, aln, others)
             add(r0 + r, flag, me[0], me[1], int(mapq[r]), me[4], mate_place[0], mate_place[1], tlen[m], tags)
             if opts.secondary:
-                base = flag & (sam.FLAG_PAIRED | sam.FLAG_READ1 | sam.FLAG_READ2 | sam.FLAG_MATE_UNMAPPED
-                               | sam.FLAG_MATE_REVERSE)
+                base = flag & (sam_records.FLAG_PAIRED | sam_records.FLAG_READ1 | sam_records.FLAG_READ2 | sam_records.FLAG_MATE_UNMAPPED
+                               | sam_records.FLAG_MATE_REVERSE)
                 for k in others:
                     c = int(contig[k])
                     secondary.append((
-                        r0 + r, base | sam.FLAG_SECONDARY | (sam.FLAG_REVERSE if strand[k] else 0), c,
+                        r0 + r, base | sam_records.FLAG_SECONDARY | (sam_records.FLAG_REVERSE if strand[k] else 0), c,
                         int(aln.pos[k] - offsets[c]), 0, cigar_of(k), mate_place[0], mate_place[1], 0,
                         f"NM:i:{aln.nm[k]}\tMD:Z:{md[k]}\tAS:i:{aln.score[k]}",
                     ))
         for rec in secondary:
             add(*rec)
     read, flag, ref, pos, mq, cigar, nref, npos, tlen, tags = cols
-    text = sam.format_records(batch, names, read, flag, ref, pos, mapq=mq, cigar=cigar, next_ref_id=nref,
+    text = sam_oracle.format_records(batch, names, read, flag, ref, pos, mapq=mq, cigar=cigar, next_ref_id=nref,
                               next_pos=npos, tlen=tlen, tags=tags, read_group_id=opts.read_group_id)
     return text, n_reads, counts
 
@@ -299,12 +302,12 @@ def pair_files(tmp_path, fmt, junk):
 def map_pair_batch(device, resident, post, batch, opts, with_insert_size=True):
     """The device result of a batch of pairs as paired_mapping.map_pairs gets it: mapped, insert size estimated
     from the batch, mates rescued."""
-    core = MappingCore(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
+    core = DeviceStage(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
     result = core.map_batch(batch.codes, batch.offsets)
     if not with_insert_size:
         return result, None
     base = (result.rs, result.ref_start, result.ref_end, result.dist)
-    insert_size = estimate_insert_size(insert_sample(*base, batch.lengths, post.offsets, opts))
+    insert_size = estimate_insert_size(insert_sample(*base, batch.lengths, post.offsets, opts.scoring))
     extra, _ = rescue_batch(device, resident, batch, *base, insert_size, opts, post.offsets, post.ends)
     if len(extra[0]):
         rs, start, end, dist = merge_hits(base, extra)
@@ -324,7 +327,7 @@ def mapped_split(tmp_path_factory):
     with open(d / "split.fa", "w") as o:
         for i in range(0, len(seq), 25_000):
             o.write(f">part{i // 25_000}\n{seq[i:i + 25_000]}\n")
-    build_index(d / "split.fa", d / "split.h5", command_line="tests/test_samtext.py")
+    build_index(d / "split.fa", d / "split.h5", command_line="tests/test_sam_records.py")
     device = Device(None)
     index = open_index(d / "split.h5")
     resident = ResidentReference.from_index(device, index)
@@ -338,7 +341,7 @@ def mapped_split(tmp_path_factory):
                                               ("fastq", True, False), ("fastq", False, True)],
                          ids=["fastq", "fasta", "junk-mates", "split-contigs"])
 def test_pairs_same_text_as_the_python_formatter(request, opts, fmt, junk, split, tmp_path, monkeypatch):
-    """process_pairs (pairchoice.pyx + samtext.format_pairs) gives the old Python placement and records."""
+    """process_pairs (pairchoice.pyx + sam_records.format_pairs) gives the old Python placement and records."""
     from test_pairchoice import reference_choose_pairs
 
     device, index, resident, genome = request.getfixturevalue("mapped_split" if split else "mapped_example")
@@ -357,7 +360,7 @@ def test_pairs_same_text_as_the_python_formatter(request, opts, fmt, junk, split
     # the input exercises what the formatter distinguishes
     assert sum(n for _, n, _ in fast) == batch.n == 4000
     assert sum(c["proper"] for _, _, c in fast) > 3000
-    assert any(f & sam.FLAG_REVERSE for f in flags) and any(f & sam.FLAG_MATE_REVERSE for f in flags)
+    assert any(f & sam_records.FLAG_REVERSE for f in flags) and any(f & sam_records.FLAG_MATE_REVERSE for f in flags)
     assert any(int(r[8]) < 0 for r in recs) and any(int(r[8]) > 0 for r in recs)
     if split:  # mates on two contigs: RNEXT names the mate's, TLEN 0
         across = [r for r in recs if r[6] not in ("=", "*")]
@@ -365,15 +368,15 @@ def test_pairs_same_text_as_the_python_formatter(request, opts, fmt, junk, split
     assert sum("\tMC:Z:" in line for line in text.splitlines()) > 3000
     if opts.mode == "all":
         assert ("XA:Z:" in text) != opts.secondary
-        assert any(f & sam.FLAG_SECONDARY for f in flags) == opts.secondary
+        assert any(f & sam_records.FLAG_SECONDARY for f in flags) == opts.secondary
     if junk:
         counts = [c for _, _, c in fast]
         assert sum(c["mate_unmapped"] for c in counts) > 100
-        assert any(f & sam.FLAG_UNMAPPED and not f & sam.FLAG_MATE_UNMAPPED for f in flags)  # at its mate's place
-        assert any(f & sam.FLAG_UNMAPPED and f & sam.FLAG_MATE_UNMAPPED for f in flags)  # the junk pairs
-        assert any(f & sam.FLAG_MATE_UNMAPPED and not f & sam.FLAG_UNMAPPED for f in flags)
+        assert any(f & sam_records.FLAG_UNMAPPED and not f & sam_records.FLAG_MATE_UNMAPPED for f in flags)  # at its mate's place
+        assert any(f & sam_records.FLAG_UNMAPPED and f & sam_records.FLAG_MATE_UNMAPPED for f in flags)  # the junk pairs
+        assert any(f & sam_records.FLAG_MATE_UNMAPPED and not f & sam_records.FLAG_UNMAPPED for f in flags)
         if opts.secondary and opts.mode == "all":
-            assert any(f & sam.FLAG_SECONDARY and f & sam.FLAG_MATE_UNMAPPED for f in flags)
+            assert any(f & sam_records.FLAG_SECONDARY and f & sam_records.FLAG_MATE_UNMAPPED for f in flags)
     if fmt == "fasta":
         assert all(r[10] == "*" for r in recs)
     assert ("\tRG:Z:grp1" in text) == (opts.read_group_id is not None)
@@ -403,7 +406,7 @@ def test_pairs_without_insert_size_and_chunks_without_hits(mapped_example, tmp_p
     empty_text = runs[0][0][0]
     assert [int(line.split("\t")[1]) for line in empty_text.splitlines()] == [77, 141] * 3
     text = "".join(t for t, _, _ in runs[0][1:])
-    assert not any(int(line.split("\t")[1]) & sam.FLAG_PROPER_PAIR for line in text.splitlines())
+    assert not any(int(line.split("\t")[1]) & sam_records.FLAG_PROPER_PAIR for line in text.splitlines())
     assert sum(c["mapped"] for _, _, c in runs[0][1:]) > 3500
 
 
@@ -411,7 +414,7 @@ def test_pairs_without_insert_size_and_chunks_without_hits(mapped_example, tmp_p
                          list(itertools.product([False, True], repeat=6)))
 def test_pair_flags_equal_pairing(first, mapped, mate_mapped, reverse, mate_reverse, proper):
     args = (first, mapped, mate_mapped, reverse, mate_reverse, proper)
-    assert samtext.pair_flags(*args) == pairing.pair_flags(*args)
+    assert sam_records.pair_flags(*args) == pair_oracle.pair_flags(*args)
 
 
 def test_template_length_equals_pairing():
@@ -420,8 +423,8 @@ def test_template_length_equals_pairing():
         pos_a, pos_b = rng.randint(0, 1000), rng.choice([rng.randint(0, 1000), None])
         pos_b = pos_a if pos_b is None else pos_b  # equal POS: mate 1 is the leftmost
         end_a, end_b = pos_a + rng.randint(1, 300), pos_b + rng.randint(1, 300)
-        tlen = samtext.template_length_a(pos_a, end_a, pos_b, end_b)
-        assert (tlen, -tlen) == pairing.template_length(pos_a, end_a, pos_b, end_b)
+        tlen = sam_records.template_length_a(pos_a, end_a, pos_b, end_b)
+        assert (tlen, -tlen) == pair_oracle.template_length(pos_a, end_a, pos_b, end_b)
 
 
 def test_rescue_windows_in_ranges_of_pairs_equal_one_call(mapped_example, tmp_path):

@@ -8,11 +8,11 @@ import pysam
 import pytest
 
 from conftest import REPO, run_cli
-from peanut_py.core import MappingCore
+from peanut_py.device_stage import DeviceStage
 from peanut_py.device import Device
 from peanut_py.filtration import DEFAULT_COLLAPSE_GAP, guaranteed_votes
 from peanut_py.mapping import open_index
-from peanut_py.postprocess import rank_hits
+from peanut_py.ranking import rank_hits
 from peanut_py.reads import read_batches
 from peanut_py.resident import ResidentReference
 from peanut_py.selection import BestStratumSelection
@@ -121,8 +121,8 @@ def test_same_best_stratum_on_real_reads(device, chr20_index, shared_data):
     resident = ResidentReference.from_index(device, index)
     batch = next(read_batches(str(shared_data / "human" / "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz"),
                               max_reads=8000))
-    full = MappingCore(device, resident).map_batch(batch.codes, batch.offsets)
-    sel = MappingCore(device, resident, best_stratum=True).map_batch(batch.codes, batch.offsets)
+    full = DeviceStage(device, resident).map_batch(batch.codes, batch.offsets)
+    sel = DeviceStage(device, resident, best_stratum=True).map_batch(batch.codes, batch.offsets)
     assert full.validated == full.candidates and sel.candidates == full.candidates
     assert sel.validated < 0.5 * full.validated
     a, b = best_stratum(full, batch.n), best_stratum(sel, batch.n)

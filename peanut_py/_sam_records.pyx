@@ -1,15 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """SAM text of a chunk of single-end reads or pairs, written without the GIL.
 
-The same records as the Python record builders followed by ``sam.format_records`` (both kept as the
-references in tests/test_samtext.py): per read an unmapped record, or its primary hit with NM/MD/AS/XS and the
+The same records as the plain Python record builders of tests/sam_oracle.py (the reference it is tested
+against): per read an unmapped record, or its primary hit with NM/MD/AS/XS and the
 other reported hits either in BWA's XA tag or as 0x100 records; pairs add the mate fields (docs/paired.md).
 Everything is read from flat arrays so that the postprocessing pool's threads format their chunks at the
 same time.
 """
 import numpy as np
-
-from . import sam as _sam
 
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -19,22 +17,31 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 cnp.import_array()
 
-# SAM flags and the IUPAC complement come from sam.py, their one definition, as C values for nogil code
-cdef int64_t FLAG_PAIRED = _sam.FLAG_PAIRED
-cdef int64_t FLAG_PROPER_PAIR = _sam.FLAG_PROPER_PAIR
-cdef int64_t FLAG_UNMAPPED = _sam.FLAG_UNMAPPED
-cdef int64_t FLAG_MATE_UNMAPPED = _sam.FLAG_MATE_UNMAPPED
-cdef int64_t FLAG_REVERSE = _sam.FLAG_REVERSE
-cdef int64_t FLAG_MATE_REVERSE = _sam.FLAG_MATE_REVERSE
-cdef int64_t FLAG_READ1 = _sam.FLAG_READ1
-cdef int64_t FLAG_READ2 = _sam.FLAG_READ2
-cdef int64_t FLAG_SECONDARY = _sam.FLAG_SECONDARY
+# SAM flags (SAM v1.6, section 1.4), for nogil code and, through sam_records.py, for Python.
+cdef enum:
+    FLAG_PAIRED = 0x1
+    FLAG_PROPER_PAIR = 0x2
+    FLAG_UNMAPPED = 0x4
+    FLAG_MATE_UNMAPPED = 0x8
+    FLAG_REVERSE = 0x10
+    FLAG_MATE_REVERSE = 0x20
+    FLAG_READ1 = 0x40
+    FLAG_READ2 = 0x80
+    FLAG_SECONDARY = 0x100
+    FLAG_SUPPLEMENTARY = 0x800
+
+FLAGS = {
+    "PAIRED": FLAG_PAIRED, "PROPER_PAIR": FLAG_PROPER_PAIR, "UNMAPPED": FLAG_UNMAPPED,
+    "MATE_UNMAPPED": FLAG_MATE_UNMAPPED, "REVERSE": FLAG_REVERSE, "MATE_REVERSE": FLAG_MATE_REVERSE,
+    "READ1": FLAG_READ1, "READ2": FLAG_READ2, "SECONDARY": FLAG_SECONDARY, "SUPPLEMENTARY": FLAG_SUPPLEMENTARY,
+}
 
 cdef const char *OP_CHARS = b"MIDNSHP=X"
 
-# sam.reverse_complement's translation table: IUPAC complement of an uppercase letter, other bytes unchanged
+# IUPAC complement of an uppercase letter, other bytes unchanged (the reverse strand's SEQ)
+COMPLEMENT_TABLE = bytes.maketrans(b"ACGTRYKMBVDHSWN", b"TGCAYRMKVBHDSWN")
 cdef uint8_t COMPLEMENT[256]
-for _i, _c in enumerate(_sam.COMPLEMENT_TABLE):
+for _i, _c in enumerate(COMPLEMENT_TABLE):
     COMPLEMENT[_i] = _c
 
 
@@ -405,7 +412,8 @@ def format_single_end(batch, ref_names, contig_offsets, int64_t r0, int64_t n_re
 
 cpdef int64_t pair_flags(bint first, bint mapped, bint mate_mapped, bint reverse, bint mate_reverse,
                          bint proper) noexcept nogil:
-    """pairing.pair_flags: FLAG of one mate's primary record."""
+    """FLAG of one mate's primary record (SAM v1.6): 0x1, 0x2 only if ``proper`` and both mapped, 0x4 / 0x8
+    for an unmapped read / mate, 0x10 / 0x20 for a mapped read / mate on the reverse strand, 0x40 / 0x80."""
     cdef int64_t flag = FLAG_PAIRED | (FLAG_READ1 if first else FLAG_READ2)
     if proper and mapped and mate_mapped:
         flag |= FLAG_PROPER_PAIR
@@ -421,7 +429,8 @@ cpdef int64_t pair_flags(bint first, bint mapped, bint mate_mapped, bint reverse
 
 
 cpdef int64_t template_length_a(int64_t pos_a, int64_t end_a, int64_t pos_b, int64_t end_b) noexcept nogil:
-    """Mate 1's TLEN of pairing.template_length (mate 2's is its negation)."""
+    """Mate 1's TLEN (SAM v1.6 item 9; mate 2's is its negation): rightmost end - leftmost start, positive
+    when mate 1 is leftmost (smaller POS, or equal)."""
     cdef int64_t length = (end_a if end_a > end_b else end_b) - (pos_a if pos_a < pos_b else pos_b)
     return length if pos_a <= pos_b else -length
 

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from .align import BatchAlignments, align_batch, batch_arrays
-from .validation import _require_mako
+from .scans import cigar_offsets
 
 LAYOUTS = ("interleaved", "item")
 BUDGET_FRACTION = 4  # default budget per launch: a quarter of the device's global memory (and <= max_alloc)
@@ -42,25 +42,6 @@ def _kernels(device, A, B, O, E, ambig, clip, layout):
         return prg.gotoh_banded, prg.compact_cigars
 
     return device.cached(key, build)
-
-
-def _offset_scan(device):
-    """Inclusive scan of the per-pair op counts into cigar offsets (int64, offsets[0] = 0)."""
-    _require_mako()
-    from pyopencl.scan import GenericScanKernel
-
-    return device.cached(
-        "affine_offsets",
-        lambda: GenericScanKernel(
-            device.context,
-            np.int64,
-            arguments="__global const uint *n_ops, __global long *offsets",
-            input_expr="(long)n_ops[i]",
-            scan_expr="a + b",
-            neutral="0",
-            output_statement="offsets[i + 1] = item; if (i == 0) offsets[0] = 0;",
-        ),
-    )
 
 
 def _slots(m, W):
@@ -163,7 +144,7 @@ def _run_launch(device, kernels, a, b, rseq, roff, fseq, foff, gstart, blo, bhi,
                       d_gs.data, d_lo.data, d_hi.data, d_loc.data, np.uint64(tb_slot), np.uint32(row_slot),
                       np.uint32(op_slot), tb.data, H.data, F.data, ops.data, *(o.data for o in outs), n_ops.data,
                       overflow.data, queue=queue)
-        _offset_scan(device)(n_ops[:count], offsets, queue=queue)
+        cigar_offsets(device)(n_ops[:count], offsets, queue=queue)
         host_offsets = offsets.get()[:count + 1]
         if int(overflow.get()[0]):
             raise RuntimeError("align_core failed (-2)")  # an op slot too small; 2 m + 3 always suffices

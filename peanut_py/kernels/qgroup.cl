@@ -14,76 +14,7 @@
 // n_rs + 1 entries and pos_rs maps every text position to its read strand.  A q-gram at text position t is
 // indexed when it lies inside one read strand and contains no code 4.
 
-// ---- lookup helpers, shared with filter.cl (which includes this file with QGROUP_LOOKUP_ONLY) ----
-
-#ifndef S_STRIDE
-#define S_STRIDE 1
-#endif
-#ifndef FOLD
-#define FOLD 0
-#endif
-#define FOLD_BITS (2u * FOLD)
-
-// Key of q-gram g in I, S and S'.
-inline uint qgram_key(uint g) { return g >> FOLD_BITS; }
-
-// S[i] of the paper.  Only every S_STRIDE-th group's S is stored (a sampled S is what a CPU device pays for
-// in fresh memory: 256 MiB at stride 2 for q = 16, 32 MiB at 16); a group in between adds the popcounts of
-// the words of I before it in its run of S_STRIDE words, all in one cache line of I.
-inline uint group_start(__global const uint *I, __global const uint *S, uint i)
-{
-    uint s = S[i / S_STRIDE];
-#if S_STRIDE > 1
-    for (uint k = i & ~(uint)(S_STRIDE - 1); k < i; ++k) s += popcount(I[k]);
-#endif
-    return s;
-}
-
-// Slot of key g in S' (S[i] + j' in the paper); only meaningful when bit j of I[i] is set.
-inline uint qgram_slot(__global const uint *I, __global const uint *S, uint g)
-{
-    uint i = g >> 5, j = g & 31u;
-    return group_start(I, S, i) + popcount(I[i] & ((1u << j) - 1u));
-}
-
-// First entry of O[lo .. hi) (one key's slot) whose folded bases (Ob, aligned with O) are >= v.
-inline uint lower_bound_folded(__global const uchar *Ob, uint lo, uint hi, uint v)
-{
-    while (lo < hi) {
-        uint mid = lo + (hi - lo) / 2;
-        if (Ob[mid] < v) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-}
-
-// INDEXPAIR(g): occurrences of g are O[*k_start .. *k_end).  An absent q-gram gives an empty range.  Ob:
-// the folded bases of every entry of O (unused without FOLD).
-inline void index_pair(__global const uint *I, __global const uint *S, __global const uint *Sp,
-                       __global const uchar *Ob, uint g, uint *k_start, uint *k_end)
-{
-    uint key = qgram_key(g);
-    uint i = key >> 5, j = key & 31u;
-    uint word = I[i];
-    if (!((word >> j) & 1u)) { *k_start = 0; *k_end = 0; return; }
-    uint slot = group_start(I, S, i) + popcount(word & ((1u << j) - 1u));
-    uint lo = Sp[slot], hi = Sp[slot + 1];
-#if FOLD > 0
-    uint sub = g & ((1u << FOLD_BITS) - 1u);
-    if (hi - lo <= 16) {  // most slots hold one or two entries: one pass over a few bytes
-        while (lo < hi && Ob[lo] < sub) ++lo;
-        uint e = lo;
-        while (e < hi && Ob[e] == sub) ++e;
-        hi = e;
-    } else {
-        lo = lower_bound_folded(Ob, lo, hi, sub);
-        hi = lower_bound_folded(Ob, lo, hi, sub + 1);
-    }
-#endif
-    *k_start = lo;
-    *k_end = hi;
-}
-
-#ifndef QGROUP_LOOKUP_ONLY
+#include "qgroup_lookup.clh"
 
 // The last FOLD bases of the (valid) q-gram at text position t: its place inside its key's slot.
 inline uint folded_bases(__global const uchar *text, uint t)
@@ -130,19 +61,6 @@ inline uint strand_of(__global const uint *rs_start, uint n_rs, uint t)
         if (rs_start[mid] <= t) lo = mid; else hi = mid;
     }
     return lo;
-}
-
-// Zeroes words [0, n) of a in equal runs, one per work-item (the bitmap I before each buffer on a CPU device;
-// the caller picks the number of work-items). There clEnqueueFillBuffer fills on one thread (PoCL on the 2-core
-// VM: the 512 MiB of a fresh I in 0.9-1.1 s, 0.04 s once touched); this kernel spreads the first touch over the
-// cores (0.12-0.23 s, 0.015 s touched).
-__kernel void zero_words(__global uint *a, const ulong n)
-{
-    const ulong span = (n + get_global_size(0) - 1) / get_global_size(0);
-    const ulong lo = get_global_id(0) * span;
-    const ulong hi = min(lo + span, n);
-    for (ulong i = lo; i < hi; i++)
-        a[i] = 0;
 }
 
 // Text = forward read then its reverse complement, for every read; built on the device so only the
@@ -292,4 +210,3 @@ __kernel void sort_occurrences(__global const uint *Sp, const uint n_slots, __gl
 #endif
 }
 
-#endif  // QGROUP_LOOKUP_ONLY

@@ -4,7 +4,9 @@ from dataclasses import dataclass, field
 
 from . import filtration, validation
 from .filtration import DEFAULT_COLLAPSE_GAP, filter_reference
-from .qgroup import S_STRIDE, QGroupIndex, ReadBuffer, qgroup_kernels
+from .layout import S_STRIDE
+from .options import DEFAULT_MIN_IDENTITY
+from .qgroup import QGroupIndex, ReadBuffer, qgroup_kernels
 from .scans import exclusive_sum
 from .selection import BestStratumSelection, select_kernels
 from .validation import validate_hits
@@ -24,26 +26,28 @@ class DeviceResult:
     seconds: dict = field(default_factory=dict)
 
 
-class MappingCore:
-    """Runs the three device steps for a batch of reads against a reference resident on the device."""
+class DeviceStage:
+    """The device stage: the three device steps for a batch of reads against the resident reference."""
 
-    def __init__(self, device, resident, min_identity=0.8, collapse_gap=None, best_stratum=False):
+    def __init__(self, device, resident, min_identity=DEFAULT_MIN_IDENTITY, collapse_gap=DEFAULT_COLLAPSE_GAP,
+                 best_stratum=False):
         """``best_stratum``: validate with :class:`BestStratumSelection` (for mode best: same best stratum,
         weak rivals skipped); otherwise every candidate is validated."""
         self.device = device
         self.resident = resident
         self.min_identity = min_identity
-        self.collapse_gap = collapse_gap
+        self.collapse_gap = DEFAULT_COLLAPSE_GAP if collapse_gap is None else collapse_gap
         self.best_stratum = best_stratum
 
     def warm_up(self):
         """Build the OpenCL programs that every batch uses, in the order the first batch needs them.
 
-        About 20 programs at ~25 ms each from the driver's cache: run in a thread while the first batch is
-        read, they are ready (or being built, and then waited for, see ``Device.cached``) when it arrives.
+        Run in a thread while the first batch is read, they are ready (or being built, and then waited for,
+        see ``Device.cached``) when it arrives.
         Errors are left to the batch that needs the program: it builds again and reports them."""
-        q, gap = self.resident.q, DEFAULT_COLLAPSE_GAP if self.collapse_gap is None else self.collapse_gap
+        q, gap = self.resident.q, self.collapse_gap
         try:
+            self.device.warm_up()
             qgroup_kernels(self.device, q)
             exclusive_sum(self.device)
             filtration.build_programs(self.device, self.resident, S_STRIDE)
@@ -59,13 +63,11 @@ class MappingCore:
         buffer = ReadBuffer(self.device, codes, offsets, q=self.resident.q)
         index = QGroupIndex(self.device, buffer, self.resident.q)
         t1 = time.perf_counter()
-        kwargs = {} if self.collapse_gap is None else {"collapse_gap": self.collapse_gap}
-        candidates = filter_reference(self.device, self.resident, index, buffer, **kwargs)
+        candidates = filter_reference(self.device, self.resident, index, buffer, collapse_gap=self.collapse_gap)
         t2 = time.perf_counter()
         select = None
         if self.best_stratum:
-            gap = DEFAULT_COLLAPSE_GAP if self.collapse_gap is None else self.collapse_gap
-            select = BestStratumSelection(self.device, self.resident.q, self.resident.step, gap,
+            select = BestStratumSelection(self.device, self.resident.q, self.resident.step, self.collapse_gap,
                                           masked_per_rs=candidates.masked_per_rs)
         hits = validate_hits(self.device, self.resident, buffer, candidates, min_identity=self.min_identity,
                              select=select)

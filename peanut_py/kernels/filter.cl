@@ -9,8 +9,8 @@
 // read buffer) on read strand rs = pos_rs[t]; it is stored as its diagonal p - (offset of t in rs) in the
 // slot of rs: every read strand of the range owns one slot of a diagonal array, sized by the counting pass.
 
-#define QGROUP_LOOKUP_ONLY
-#include "qgroup.cl"
+#include "qgroup_lookup.clh"
+#include "votes.clh"
 
 #ifndef STARTS_T
 #define STARTS_T uint
@@ -286,17 +286,8 @@ inline void sort_slot(__global uint *a, __global uint *tmp, uint n)
         for (uint i = 0; i < n; ++i) a[i] = src[i];
 }
 
-// Collapse rule: in a sorted slot, a cluster ends where the next diagonal is more than gap larger.  A
-// cluster is kept as a candidate when its votes (raw hits) reach the read strand's threshold:
-// min_votes[length of the read strand], lowered (with use_masked) by the number of its q-grams that the
-// reference masked as repetitive, since each of them can cost an occurrence one vote; never below 1.
-inline uint slot_threshold(__global const uint *rs_start, __global const uint *min_votes,
-                           __global const uint *masked_per_rs, uint use_masked, uint rs)
-{
-    uint t = min_votes[rs_start[rs + 1] - rs_start[rs]];
-    if (use_masked) t = t > masked_per_rs[rs] ? t - masked_per_rs[rs] : 1u;
-    return max(t, 1u);
-}
+// Collapse rule: in a sorted slot, a cluster ends where the next diagonal is more than gap larger; it is
+// kept as a candidate when its votes (raw hits) reach slot_threshold (votes.clh).
 
 // Occurrences of the masked q-gram values in the read buffer, per read strand (one work-item per value).
 __kernel void count_masked(__global const uint *masked, const uint n_masked, __global const uint *I,

@@ -1,74 +1,23 @@
-"""From validated hits to SAM text for a chunk of reads (PEANUT section 3.4, improved).
+"""Postprocessing (PEANUT section 3.4): from a chunk's validated hits to SAM text.
 
-Per read: duplicate removal and strata (postprocess.pyx), the final banded affine-gap alignment of every
-reported hit (align.pyx, nogil), MAPQ, and the SAM records (samtext.pyx, nogil); pairs are placed by
-pairchoice.pyx (nogil). One call handles one chunk of a batch, so a thread pool can work on several chunks
-at once; the output does not depend on how reads are chunked.
+Per read: duplicate removal and strata (ranking.py), the final banded affine-gap alignment of every reported
+hit (align.py, or align_device.py on the device), MAPQ (mapq.py) and the SAM records (sam_records.py); pairs
+are placed by pair_choice.py under the pair model of pairs.py.  One call handles one chunk of a batch, so a
+thread pool can work on several chunks at once; the output does not depend on how reads are chunked.
 """
-from dataclasses import dataclass
-
 import numpy as np
 
-from . import pairing
+from . import pairs
 from .align import align_batch, clip_terminal_gaps, md_flat
-from .pairchoice import choose_pairs
-from .postprocess import expand, gather_read_strands, gather_segments, rank_hits, strata_counts
-from .samtext import format_pairs, format_single_end
+from .mapq import mapq_model, pair_mapq
+from .pair_choice import choose_pairs
+from .ranking import expand, gather_read_strands, gather_segments, rank_hits, strata_counts
+from .sam_records import format_pairs, format_single_end
 
 # the alignment window extends this far beyond the validated interval, and the band this far beyond the
 # diagonals of the validated alignment's two ends (edit-distance and affine optima can differ slightly)
 WINDOW_PAD = 16
 BAND_PAD = 8
-MAPQ_MAX = 60
-
-
-@dataclass
-class MapOptions:
-    mode: str = "best"  # best | all | strata:N
-    max_hits: int = 5
-    min_identity: float = 0.8
-    local: bool = True
-    secondary: bool = False  # True: other hits as 0x100 records; False: BWA's XA tag on the primary
-    match: int = 1
-    mismatch: int = 4
-    gap_open: int = 6
-    gap_extend: int = 1
-    clip: int = 5
-    read_group_id: str = None
-    validate_all: bool = False  # mode best: no best-stratum selection (selection.py)
-    align_on: str = "cpu"  # final alignment: "cpu" (align.pyx on the pool) or "device" (kernels/affine.cl)
-
-    @property
-    def n_strata(self):
-        if self.mode == "best":
-            return 1
-        if self.mode == "all":
-            return 0
-        return int(self.mode.split(":", 1)[1])
-
-    @property
-    def best_stratum_selection(self):
-        return self.mode == "best" and not self.validate_all
-
-
-def mapq_model(score, sub, n_sub, aligned_len, q, opts):
-    """MAPQ of primary hits (vectorised): BWA-MEM's shape, fed with peanut's hits.
-
-    ``sub`` is the best score of any other hit of the read (or -1 when there is none); a missing rival is
-    treated as a chance match of one q-gram (q * match), the least our filtration can find. Equal best hits
-    give 0; the gap between the best and the runner-up, scaled by the log of the aligned length, gives the
-    rest; low identity and many runner-ups lower it, as in BWA. See docs/mapping.md for the calibration.
-    """
-    score = np.asarray(score, dtype=np.float64)
-    sub = np.maximum(np.asarray(sub, dtype=np.float64), q * opts.match)
-    length = np.maximum(np.asarray(aligned_len, dtype=np.float64), 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mapq = 30.0 * (1.0 - sub / np.maximum(score, 1.0)) * np.log(length)
-        identity = 1.0 - (length * opts.match - score) / (opts.match + opts.mismatch) / length
-    mapq = np.where(identity < 0.95, mapq * identity * identity, mapq)
-    mapq = np.floor(mapq + 0.499) - np.floor(4.343 * np.log(np.asarray(n_sub, dtype=np.float64) + 1) + 0.499)
-    mapq = np.where(sub >= score, 0, mapq)
-    return np.clip(mapq, 0, MAPQ_MAX).astype(np.int32)
 
 
 _KEY = 1 << 32  # (read, rank) -> read * _KEY + rank
@@ -92,7 +41,7 @@ class Postprocessor:
     """Turns one chunk of a batch's validated hits into SAM text; stateless apart from read-only inputs."""
 
     # chunks per batch and thread: batches queue up behind each other, so one chunk per worker keeps the pool
-    # busy; larger chunks mean fewer GIL-holding NumPy steps per read (H200, 5 M reads: 4 -> 1 gave +9-10 %)
+    # busy, and larger chunks mean fewer GIL-holding NumPy steps per read
     CHUNKS_PER_THREAD = 1
 
     def __init__(self, reference, genome_codes, opts, device=None):
@@ -103,7 +52,7 @@ class Postprocessor:
                 raise ValueError("align_on='device' needs the device")
             from functools import partial
 
-            from .affine import align_batch_device
+            from .align_device import align_batch_device
 
             self._aligner = partial(align_batch_device, device)
         elif opts.align_on == "cpu":
@@ -168,21 +117,17 @@ class Postprocessor:
         n_sub = np.where(n_best > 1, n_best - 1, np.minimum(second_stratum, 1))
         aligned_len = np.zeros(n_reads, dtype=np.int64)
         aligned_len[np.flatnonzero(has)[prim_ok]] = (aln.read_end - aln.read_begin)[prim[prim_ok]]
-        mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, opts)
+        mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, opts.scoring)
         mapq = np.where(n_best > 1, 0, mapq)
 
         return self.format_chunk(batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq)
 
     def format_chunk(self, batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq):
-        """SAM text of a chunk of single-end reads (samtext.pyx, without the GIL): (text, n_reads, counts).
-        ``md`` is md_flat's (text, offsets); tests/test_samtext.py holds the plain Python reference."""
+        """SAM text of a chunk of single-end reads: (text, n_reads, counts)."""
         text, mapped, multi = format_single_end(
-            batch, self.names, self.offsets, r0, n_reads, np.ascontiguousarray(report, dtype=np.int32),
-            np.ascontiguousarray(first, dtype=np.int64), np.ascontiguousarray(mapq, dtype=np.int64),
-            np.ascontiguousarray(sub, dtype=np.int64), np.ascontiguousarray(strand, dtype=np.uint8),
-            np.ascontiguousarray(contig, dtype=np.int64), aln.pos, aln.nm, aln.score, aln.cigar, aln.cigar_offsets,
-            md[0], md[1], self.opts.secondary, self.opts.read_group_id,
-        )
+            batch, self.names, self.offsets, r0, n_reads, report=report, first=first, mapq=mapq, sub=sub,
+            strand=strand, contig=contig, aln=aln, md=md, secondary=self.opts.secondary,
+            read_group_id=self.opts.read_group_id)
         return text, n_reads, {"mapped": mapped, "multi": multi}
 
     def _align(self, batch, read, strand, hit_start, hit_end):
@@ -204,13 +149,14 @@ class Postprocessor:
         d1 = hit_end - lengths - win_lo
         band_lo = (np.minimum(d0, d1) - BAND_PAD).astype(np.int32)
         band_hi = (np.maximum(d0, d1) + BAND_PAD).astype(np.int32)
+        sc = opts.scoring
         aln = self._aligner(
             read_codes, read_off, ref_codes, ref_off, win_lo, band_lo, band_hi, opts.local,
-            opts.match, opts.mismatch, opts.gap_open, opts.gap_extend, clip=opts.clip,
+            sc.match, sc.mismatch, sc.gap_open, sc.gap_extend, clip=sc.clip,
         )
         if opts.local:
-            aln = clip_terminal_gaps(read_codes, read_off, ref_codes, ref_off, win_lo, aln, True, opts.match,
-                                     opts.mismatch, opts.gap_open, opts.gap_extend, clip=opts.clip)
+            aln = clip_terminal_gaps(read_codes, read_off, ref_codes, ref_off, win_lo, aln, True, sc.match,
+                                     sc.mismatch, sc.gap_open, sc.gap_extend, clip=sc.clip)
         md = md_flat(read_codes, read_off, ref_codes, ref_off, win_lo, aln)
         return aln, md, contig
 
@@ -233,11 +179,11 @@ class Postprocessor:
         """SAM text of the pairs of reads r0..r1 (r0 even), as BWA-MEM places pairs (docs/paired.md).
 
         Each read's best MAX_PAIR_HITS hits (by edit distance) are candidates; their concordant FR
-        combinations (pairing.concordant_combinations) and each read's primary, reported and XS hits (as for
-        single-end reads) are aligned; pairs are scored with the alignment scores (pairing.pair_score) and the
+        combinations (pairs.concordant_combinations) and each read's primary, reported and XS hits (as for
+        single-end reads) are aligned; pairs are scored with the alignment scores (pair_choice.pair_score) and the
         best concordant pair is chosen over the mates' own primaries when it beats them by PEN_UNPAIRED
-        (pairing.choose_pair; both run as pairchoice.choose_pairs). MAPQ: the single-end model on the chosen
-        hit, raised by the pair's MAPQ. The records: samtext.format_pairs (format_pair_chunk).
+        (pair_choice.choose_pairs). MAPQ: the single-end model on the chosen hit, raised by the pair's MAPQ
+        (mapq.pair_mapq). The records: sam_records.format_pairs (format_pair_chunk).
         """
         opts = self.opts
         n_reads = r1 - r0
@@ -247,12 +193,12 @@ class Postprocessor:
         reads = np.arange(n_reads, dtype=np.int64)
 
         # candidates and their concordant combinations
-        n_cand = np.minimum(kept, pairing.MAX_PAIR_HITS)
+        n_cand = np.minimum(kept, pairs.MAX_PAIR_HITS)
         c_read, c_rank = expand(n_cand)
         c_hit = order[ptr[c_read] + c_rank]
         c_start = start[c_hit].astype(np.int64)
         c_contig = np.searchsorted(self.offsets, c_start, side="right") - 1
-        f, v, inserts = pairing.concordant_combinations(c_read, rs[c_hit] & 1, c_start, end[c_hit], c_contig,
+        f, v, inserts = pairs.concordant_combinations(c_read, rs[c_hit] & 1, c_start, end[c_hit], c_contig,
                                                         insert_size)
 
         # align ranks 0..n_align-1 of every read (primary, reported hits, XS) and every hit of a combination
@@ -272,7 +218,7 @@ class Postprocessor:
         ok = aln.pos >= 0
         score_of = np.where(ok, aln.score, 0).astype(np.int64)
 
-        # placement per pair (pairchoice.pyx: pairing.choose_pair on pairing.pair_score of each combination)
+        # placement per pair (pair_choice.choose_pairs on the pair score of each combination)
         rank0 = np.searchsorted(key, reads * _KEY)  # item of each read's rank 0 (valid where kept > 0)
         rank0 = np.minimum(rank0, len(key) - 1)
         own = np.where((kept > 0) & ok[rank0], score_of[rank0], 0)
@@ -283,8 +229,8 @@ class Postprocessor:
         mate1_fwd = f_read % 2 == 0
         chosen, paired, q_pe = choose_pairs(
             f_read // 2, np.where(mate1_fwd, f_rank, v_rank), np.where(mate1_fwd, v_rank, f_rank),
-            score_of[fi][good], score_of[vi][good], np.ascontiguousarray(inserts[good], dtype=np.int64),
-            np.ascontiguousarray(own, dtype=np.int64), insert_size, opts)
+            score_of[fi][good], score_of[vi][good], inserts[good],
+            own, insert_size, opts.scoring)
 
         # per read: the chosen hit, then the others of ranks 0..n_align-1 (as for single-end reads)
         has = kept > 0
@@ -306,7 +252,7 @@ class Postprocessor:
         kept_read, _ = expand(kept)
         same = np.bincount(kept_read[dist[order] == chosen_dist[kept_read]], minlength=n_reads).astype(np.int64)
         n_sub = np.where(same > 1, same - 1, np.clip(kept - 1, 0, 1))
-        mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, opts)
+        mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, opts.scoring)
         mapq = np.where(same > 1, 0, mapq).astype(np.int64)
 
         # pairs: proper = both mapped on a concordant combination; MAPQ raised by the pair's
@@ -315,10 +261,10 @@ class Postprocessor:
         if both.any():
             pa, pb = np.where(mapped, prim, 0)[0::2], np.where(mapped, prim, 0)[1::2]
             ha, hb = hit[pa], hit[pb]
-            proper = both & pairing.concordant(insert_size, contig[pa], rs[ha] & 1, start[ha], end[ha],
+            proper = both & pairs.concordant(insert_size, contig[pa], rs[ha] & 1, start[ha], end[ha],
                                                contig[pb], rs[hb] & 1, start[hb], end[hb])
         boost = np.repeat(paired & both, 2)
-        mapq = np.where(boost, pairing.pair_mapq(mapq, np.repeat(q_pe, 2)), mapq)
+        mapq = np.where(boost, pair_mapq(mapq, np.repeat(q_pe, 2)), mapq)
         # the other reported hits of each read, in rank order (o_read is sorted)
         rep = o_ok & (o_rank < report[o_read])
         rep_ptr = np.zeros(n_reads + 1, dtype=np.int64)
@@ -328,18 +274,9 @@ class Postprocessor:
 
     def format_pair_chunk(self, batch, r0, n_reads, prim, rep_ptr, rep_item, strand, contig, aln, md, mapped, sub,
                           mapq, proper):
-        """SAM text of a chunk of pairs (samtext.pyx, without the GIL): (text, n_reads, counts). Per read its
-        primary item ``prim`` and other reported items ``rep_item[rep_ptr[i]:rep_ptr[i+1]]``; ``md`` is
-        md_flat's (text, offsets); ``aln`` None when the chunk has no item. tests/test_samtext.py holds the plain
-        Python reference."""
-        if aln is None:  # no read is mapped, so no item is read
-            items = (np.zeros(0, dtype=np.int64),) * 10
-        else:
-            items = (strand, contig, aln.pos, aln.ref_end, aln.nm, aln.score, aln.cigar, aln.cigar_offsets, *md)
-        as64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+        """SAM text of a chunk of pairs: (text, n_reads, counts); ``aln`` None when the chunk has no item."""
         text, mapped_n, multi, proper_n, mate_unmapped = format_pairs(
-            batch, self.names, self.offsets, r0, n_reads, as64(prim), np.ascontiguousarray(mapped, dtype=np.uint8),
-            as64(mapq), as64(sub), as64(rep_ptr), as64(rep_item), np.ascontiguousarray(proper, dtype=np.uint8),
-            *items, self.opts.secondary, self.opts.read_group_id,
-        )
+            batch, self.names, self.offsets, r0, n_reads, prim=prim, mapped=mapped, mapq=mapq, sub=sub,
+            rep_ptr=rep_ptr, rep_item=rep_item, proper=proper, strand=strand, contig=contig, aln=aln, md=md,
+            secondary=self.opts.secondary, read_group_id=self.opts.read_group_id)
         return text, n_reads, {"mapped": mapped_n, "multi": multi, "proper": proper_n, "mate_unmapped": mate_unmapped}

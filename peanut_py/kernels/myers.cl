@@ -36,16 +36,16 @@ inline uint ref_ambiguous(__global const uint *ambiguous, long g)
 }
 
 #define WORDS 1
-#include "myers_words.cl"
+#include "myers_words.clh"
 #undef WORDS
 #define WORDS 2
-#include "myers_words.cl"
+#include "myers_words.clh"
 #undef WORDS
 #define WORDS 3
-#include "myers_words.cl"
+#include "myers_words.clh"
 #undef WORDS
 #define WORDS 4
-#include "myers_words.cl"
+#include "myers_words.clh"
 #undef WORDS
 
 // Words of the bit-vector each item's band needs, at most max_words (the cap of validate_hits): the

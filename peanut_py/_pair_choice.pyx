@@ -1,9 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The placement of a chunk's pairs (BWA-MEM's mem_pair + mem_sam_pe decision) without the GIL.
 
-``choose_pairs`` gives, for all pairs of a chunk at once, what ``pairing.choose_pair`` gives for one pair fed
-with ``pairing.pair_score`` of each concordant combination (both kept in Python as the reference;
-tests/test_pairchoice.py checks that the results are equal). The arithmetic is written in the same order as
+``choose_pairs`` gives, for all pairs of a chunk at once, what the plain Python ``choose_pair`` of
+tests/pair_oracle.py gives for one pair fed with its ``pair_score`` of each concordant combination
+(tests/test_pair_choice.py checks that the results are equal).  Wrapped by pair_choice.py. The arithmetic is written in the same order as
 there so that the floating-point results, and hence the integers, are the same.
 """
 import numpy as np
@@ -11,12 +11,11 @@ import numpy as np
 from libc.math cimport erfc, fabs, log, sqrt
 from libc.stdint cimport int64_t, uint8_t
 
-from .pairing import MAPQ_MAX, PEN_UNPAIRED
-
 
 cpdef int64_t pair_score(int64_t score_a, int64_t score_b, int64_t insert, double mean, double std,
                          int64_t match) noexcept nogil:
-    """pairing.pair_score with insert-size mean and std: the mates' scores plus insert_log_penalty."""
+    """BWA's score of a concordant pair: the mates' scores plus ``.721 * log(2 * erfc(|z| / sqrt 2)) * match``
+    for the insert's z-score under the insert-size mean and std."""
     cdef double z, prob, penalty
     if std < 1e-9:
         std = 1e-9
@@ -39,13 +38,14 @@ cdef inline bint _better(int64_t s, int64_t a, int64_t b, int64_t s0, int64_t a0
 
 def choose_pairs(const int64_t[::1] pair, const int64_t[::1] rank_a, const int64_t[::1] rank_b,
                  const int64_t[::1] score_a, const int64_t[::1] score_b, const int64_t[::1] insert,
-                 const int64_t[::1] own, insert_size, opts):
+                 const int64_t[::1] own, double mean, double std, int64_t match, int64_t mismatch,
+                 int64_t gap_open, int64_t gap_extend, int64_t pen_unpaired, int64_t q_max):
     """Placement of every pair of a chunk of ``n_reads = len(own)`` reads (mates 2p, 2p + 1).
 
     Concordant combinations c (grouped by pair, ``pair[c]`` non-decreasing): the ranks of mate 1's and mate 2's
     hits, the two hits' alignment scores and the insert. ``own``: each read's own best score (0 without an
     aligned hit). Returns (chosen rank per read, paired per pair (bool), q_pe per pair (-1 when not paired)):
-    as pairing.choose_pair with score_un = own[2p] + own[2p+1] - PEN_UNPAIRED; pairs not paired keep rank 0.
+    as choose_pair with score_un = own[2p] + own[2p+1] - pen_unpaired, pair MAPQ capped at q_max; pairs not paired keep rank 0.
     """
     cdef int64_t n = pair.shape[0], n_reads = own.shape[0]
     if rank_a.shape[0] != n or rank_b.shape[0] != n or score_a.shape[0] != n or score_b.shape[0] != n \
@@ -60,10 +60,8 @@ def choose_pairs(const int64_t[::1] pair, const int64_t[::1] rank_a, const int64
     cdef uint8_t[::1] pv = paired
     scores = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] s = scores
-    cdef double mean = insert_size.mean, std = insert_size.std
-    cdef int64_t match = opts.match
-    cdef int64_t tmp = max(opts.match + opts.mismatch, opts.gap_open + opts.gap_extend)
-    cdef int64_t pen = PEN_UNPAIRED, q_max = MAPQ_MAX
+    cdef int64_t tmp = max(match + mismatch, gap_open + gap_extend)
+    cdef int64_t pen = pen_unpaired
     cdef int64_t i, j, t, p, best, sub, score_un, n_sub, q, last = -1, bad = 0
     with nogil:
         for i in range(n):

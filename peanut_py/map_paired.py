@@ -1,0 +1,83 @@
+"""`peanut map` for pairs: two files or one interleaved file, insert size, mate rescue, pair-aware records.
+
+Reads flow through the pipeline (pipeline.py): reader -> device stage -> host stage -> postprocessing pool ->
+writer.  The host stage first makes the insert size known (insert_size.insert_size_stage: estimated from the
+first ``insert_size.ESTIMATE_PAIRS`` pairs, or ``-I``), then rescues mates on the device's side queue
+(rescue.py) while the device maps the next batch; the postprocessor places pairs
+(postprocess.Postprocessor.process_pairs).
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+from . import reads as readsmod
+from .device_stage import DeviceResult
+from .insert_size import insert_size_stage
+from .rescue import merge_hits, rescue_batch
+
+# threads computing a batch's rescue windows side by side (ranges of pairs)
+RESCUE_THREADS = 4
+
+
+def pair_batches(reads_path, mates_path, batch_size):
+    if mates_path is None:
+        return readsmod.read_interleaved_batches(reads_path, max_reads=batch_size)
+    return readsmod.read_pair_batches(reads_path, mates_path, max_reads=batch_size)
+
+
+class PairedRun:
+    """The paired-end parts of a run: its batches, its host stage and its postprocessing steps."""
+
+    def __init__(self, stage, post, reads_path, mates_path, opts, threads, insert_size=None, log=None):
+        self.stage, self.post, self.opts, self.threads, self.log = stage, post, opts, threads, log
+        self.reads_path, self.mates_path = reads_path, mates_path
+        self.given = insert_size
+        self.insert_size = insert_size
+        self.stats = {"rescue_windows": 0, "rescued_hits": 0}
+
+    def batches(self, batch_size):
+        return pair_batches(self.reads_path, self.mates_path, batch_size)
+
+    def host_stage(self, items):
+        """The insert size, then mate rescue: on its own thread and the device's side queue, so that the host
+        part (anchors, windows) and the rescue kernel of batch k run while the device maps batch k + 1."""
+        device, resident, post = self.stage.device, self.stage.resident, self.post
+        side_queue = device.side_queue()
+        with ThreadPoolExecutor(max_workers=RESCUE_THREADS, thread_name_prefix="peanut-windows") as pool:
+            for batch, result, insert_size in insert_size_stage(items, post.offsets, self.opts.scoring,
+                                                                given=self.given, log=self.log):
+                self.insert_size = insert_size
+                base = (result.rs, result.ref_start, result.ref_end, result.dist)
+                extra, n_windows = rescue_batch(device, resident, batch, *base, insert_size, self.opts, post.offsets,
+                                                post.ends, queue=side_queue, pool=pool,
+                                                n_chunks=min(self.threads, RESCUE_THREADS))
+                self.stats["rescue_windows"] += n_windows
+                self.stats["rescued_hits"] += len(extra[0])
+                if len(extra[0]):
+                    rs, start, end, dist = merge_hits(base, extra)
+                    result = DeviceResult(rs=rs, ref_start=start, ref_end=end, dist=dist, raw_hits=result.raw_hits,
+                                          candidates=result.candidates, seconds=result.seconds)
+                yield batch, result
+
+    def post_steps(self, batch, result):
+        return self.post.pair_chunk_steps(batch, result, max(1, self.threads) * self.post.CHUNKS_PER_THREAD,
+                                          self.insert_size)
+
+    def summary(self, n_reads, counts, summary):
+        """The paired-end fields of the run's summary, and its log line."""
+        mapped, proper = counts.get("mapped", 0), counts.get("proper", 0)
+        summary.update({
+            "pairs": n_reads // 2,
+            "proper": proper,
+            "mate_unmapped": counts.get("mate_unmapped", 0),
+            "insert_size": self.insert_size,
+            "rescue_windows": self.stats["rescue_windows"],
+            "rescued_hits": self.stats["rescued_hits"],
+        })
+        pct = 100.0 / max(n_reads, 1)
+        line = (f"{n_reads // 2:,} pairs ({n_reads:,} reads) in: {mapped:,} reads mapped ({mapped * pct:.2f} %), "
+                f"{proper:,} properly paired ({proper * pct:.2f} %), {summary['mate_unmapped']:,} with the mate "
+                f"unmapped; {self.stats['rescued_hits']:,} hits rescued in {self.stats['rescue_windows']:,} mate "
+                "windows")
+        return summary, line
+
+
+__all__ = ["PairedRun", "pair_batches"]

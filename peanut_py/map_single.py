@@ -1,0 +1,28 @@
+"""`peanut map` for single-end reads: the batches and the postprocessing steps of the pipeline
+(reader -> device stage -> postprocessing pool -> writer, pipeline.py)."""
+from . import reads as readsmod
+
+
+class SingleEndRun:
+    """The single-end parts of a run: its batches and its postprocessing steps (no host stage)."""
+
+    host_stage = None
+
+    def __init__(self, post, reads_path, threads):
+        self.post, self.reads_path, self.threads = post, reads_path, threads
+
+    def batches(self, batch_size):
+        return readsmod.read_batches(self.reads_path, max_reads=batch_size)
+
+    def post_steps(self, batch, result):
+        return self.post.chunk_steps(batch, result, max(1, self.threads) * self.post.CHUNKS_PER_THREAD)
+
+    def summary(self, n_reads, counts, summary):
+        mapped = summary["mapped"]
+        pct = 100.0 * mapped / max(n_reads, 1)
+        line = (f"{n_reads:,} reads in, {mapped:,} mapped ({pct:.2f} %), {n_reads - mapped:,} unmapped, "
+                f"{summary['multi']:,} multi-mapped")
+        return summary, line
+
+
+__all__ = ["SingleEndRun"]
