@@ -441,7 +441,7 @@ cdef Scoring make_scoring(A, B, O, E, ambig, clip, shortcut=True) except *:
 
 
 # The input checks run as plain loops without the GIL: as NumPy expressions (max, diff, any) their dispatch
-# and temporaries held the GIL for a noticeable share of the paired postprocessing at 14 workers.
+# and temporaries hold the GIL, which many postprocessing workers then queue for.
 
 def _codes(x, what):
     a = np.ascontiguousarray(x, dtype=np.uint8)

@@ -322,8 +322,8 @@ cdef int _buf_init(Buf *b, size_t cap) except -1:
 
 
 cdef bytes _bytes_of(const char *p, Py_ssize_t n):
-    """A bytes object holding p[:n], copied without the GIL (a chunk's text is megabytes; at 14 workers the
-    copy under the GIL was a tenth of the paired postprocessing's GIL time)."""
+    """A bytes object holding p[:n], copied without the GIL (a chunk's text is megabytes, and many
+    postprocessing workers would queue for the GIL)."""
     cdef bytes text = PyBytes_FromStringAndSize(NULL, n)
     cdef char *dst = PyBytes_AS_STRING(text)
     with nogil:

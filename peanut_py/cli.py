@@ -133,7 +133,7 @@ def _terminate(signum, frame):
 def _exit_interrupted():
     """Exit 130 at once. Output files are already gone (the writers abort while the exception unwinds; the
     call below catches any left). os._exit skips interpreter shutdown, which would otherwise tear down the
-    OpenCL driver under a thread still inside it (seen: PoCL aborting with 'terminate called' when Ctrl-C
+    OpenCL driver under a thread still inside it (PoCL aborts with 'terminate called' when Ctrl-C
     lands during a kernel build)."""
     from .sam import abort_open_writers
 
@@ -230,8 +230,9 @@ def hugepage_env(environ=None, thp_setting=THP_SETTING):
 
     A CPU OpenCL device (PoCL) allocates its buffers with malloc, and one read buffer touches gigabytes of
     fresh memory; on Linux in THP "madvise" mode every 4 KiB page of it is a page fault and a page zeroing,
-    which on a 2-core VM cost ~4 s per 200 k reads (docs/mapping.md, "Memory"). glibc >= 2.35 asks for huge
-    pages for all malloc'd memory when started with GLIBC_TUNABLES=glibc.malloc.hugetlb=1: 13x fewer faults.
+    which on a small virtual machine costs seconds per run (docs/mapping.md, "Memory"). glibc >= 2.35 asks for
+    huge pages for all malloc'd memory when started with GLIBC_TUNABLES=glibc.malloc.hugetlb=1, an order of
+    magnitude fewer faults.
     The tunable is read at process start only, hence the re-start. None when it would change nothing."""
     import platform
 

@@ -155,7 +155,7 @@ def _pick(found, spec):
     if spec is None:
         order = {"GPU": 0, "ACCELERATOR": 1, "CPU": 2, "OTHER": 3}
         ranked = sorted(found, key=lambda x: (order[x[0].type], x[0].index))
-        # A listed device may still be unable to compile kernels (seen: PyPI's PoCL on CPUs newer than its
+        # A listed device may still be unable to compile kernels (PyPI's PoCL on CPUs newer than its
         # LLVM knows); the default skips such devices when a working one exists.
         if len(ranked) > 1:
             for candidate in ranked:
@@ -194,8 +194,7 @@ class Device:
         self.allocator = pyopencl.tools.ImmediateAllocator(self.queue)
         # Size classes of the pool: a CPU device's buffers are host memory whose untouched pages cost nothing,
         # so coarse classes (4 per octave, up to 25 % rounding) let batches of slightly different sizes share
-        # blocks instead of first-touching one per class (VM, 200 k pairs of 150 bp: peak RSS 2.95 -> 2.70 GB);
-        # a GPU keeps pyopencl's default (16 per octave), since there the rounding is real device memory.
+        # blocks instead of first-touching one per class; a GPU keeps pyopencl's default (16 per octave), since there the rounding is real device memory.
         self.pool = pyopencl.tools.MemoryPool(self.allocator, 2 if self.host_memory else 4)
         self._side_queue = None
         self._side_lock = threading.Lock()
@@ -252,8 +251,8 @@ class Device:
         """A device array of ``n`` elements of ``dtype`` in a buffer kept for ``key`` across calls, grown (with
         ``headroom``) only when a call needs more. For the large per-batch temporaries (filtration's raw hits
         and their sort scratch) whose size changes a little from batch to batch: the pool would keep one block
-        per size class they visit, each first touched once, which on a CPU device is fresh memory (paired
-        150 bp reads on the VM: 1.1 GiB of blocks for 0.4 GiB in use). One thread (the device stage's) and one
+        per size class they visit, each first touched once, which on a CPU device is fresh memory (several times
+        what is in use). One thread (the device stage's) and one
         in-order queue use a key, so a batch's use cannot overlap the previous one's. On a GPU the array comes
         from the pool as before: there a buffer costs no first touch, and the pool, unlike a workspace, gives
         its idle blocks back when an allocation fails (a small device needs that room for validation)."""

@@ -137,7 +137,7 @@ def sort_length(sorter, n):
 
     pyopencl (2026.1) asserts ``interval_size >= num_intervals`` when a scan's first-level unit
     (work-group size * k-group size) is smaller than the number of intervals it picks for n, which is at most
-    3 * compute units: seen on an H200 (132 CUs) with 4-bit radix passes (unit 256) for n in (65536, 101376].
+    3 * compute units (with 132 compute units and 4-bit radix passes, unit 256: n in (65536, 101376]).
     Padding the keys past that range (with keys that sort last) avoids it.
     """
     from pytools import uniform_interval_splitting

@@ -428,8 +428,8 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
     """A 1-D chunked dataset, stored raw or as gzip (deflate) chunks, optionally byte-shuffled, read on all
     cores and converted to ``dtype`` (default: the dataset's) chunk by chunk.
 
-    h5py reads chunk after chunk on one core under its global lock (chr20's q-gram table: ~1.4 s per gzip
-    array; a human genome's 12 GB of positions: seconds more); pread and zlib release the GIL, so the chunks
+    h5py reads chunk after chunk on one core under its global lock, which for a human genome's gigabytes of
+    positions is seconds; pread and zlib release the GIL, so the chunks
     are read in a thread pool, inflated and unshuffled there, and each lands in its slice of the result.
     Returns None when the layout is anything else (the caller falls back to h5py); the result equals
     ``ds[...].astype(dtype)`` and is page-aligned.
@@ -451,7 +451,7 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
         return None
     out = page_aligned_empty(ds.shape[0], dtype or ds.dtype)
     fd = os.open(path, os.O_RDONLY)
-    # Fresh memory is slow to touch (a VM page fault costs microseconds), so no chunk allocates more than it
+    # Fresh memory is slow to touch (a page fault on a virtual machine costs microseconds), so no chunk allocates more than it
     # must: raw chunks of the stored type are read straight into the result, and each thread unshuffles into
     # one scratch buffer of its own.
     local = threading.local()
@@ -581,7 +581,7 @@ class ReferenceIndex:
         """A mappable dataset (:meth:`_mappable`) as a read-only array mapped from the file, else None.
 
         Mapped pages come from the page cache, shared with every other process mapping the same index; an
-        inflated copy costs fresh memory, which a VM charges for dearly (docs/mapping.md, "Memory")."""
+        inflated copy costs fresh memory, which a virtual machine charges for dearly (docs/mapping.md, "Memory")."""
         if not self._mappable(ds):
             return None
         offset = ds.id.get_offset()

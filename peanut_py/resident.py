@@ -36,7 +36,7 @@ def _upload(device, array, dtype):
 
     PoCL uses a page-aligned host array in place (``CL_MEM_USE_HOST_PTR``; an unaligned one it copies), and
     the buffer keeps the array alive: no second copy of the reference in RAM and no time copying it into
-    fresh pages (VM, chr20: 619 MiB, ~1.2 s of the start-up).
+    fresh pages (for chr20 about 600 MiB, a second of the start-up).
     """
     import pyopencl as cl
     import pyopencl.array as cla

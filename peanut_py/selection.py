@@ -1,8 +1,8 @@
 """Best-stratum selection: validate a read's strongest candidates first, then only the rivals that matter.
 
 In mode ``best`` a read reports its best stratum, and its MAPQ needs its closest rivals; reads in repeats
-have hundreds of weak candidates (chr20, simulated 100 bp reads: the 10 % of reads with most candidates
-hold 88 % of them, their validated hits have 10-20 edits) that cannot change either. Two validation rounds
+have hundreds of weak candidates (on simulated reads most candidates belong to a tenth of the reads, and
+their validated hits have 10-20 edits) that cannot change either. Two validation rounds
 on the device (``kernels/select.cl``):
 
 1. *leaders*: each read's candidates within ``lead_margin`` votes of its most voted one;

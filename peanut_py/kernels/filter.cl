@@ -93,8 +93,8 @@ __kernel void present_kmers(__global const uint *kmers, const ulong k_base, cons
 // the q-group index.  count_rs says how each occurrence's n_ref hits reach the hit count of its read strand
 // (rs_hits[rs - r0], the size of its slot): 0 not at all, 1 by atomic_add, 2 by writing n_ref at the
 // occurrence's text position (hits_at[t - t0]; every text position holds one q-gram, so no two work-items
-// write one entry), which strand_hits then sums per read strand.  On a CPU device the atomics cost 0.14 s of
-// 0.21 s per 32,768 reads of 150 bp; the writes and the sum 0.02 s.  uint counters wrap only when a range has
+// write one entry), which strand_hits then sums per read strand.  On a CPU device the atomics, contended by every core, cost
+// most of the pass, and the writes and the sum a small part of it.  uint counters wrap only when a range has
 // 2^32 hits or more; such a range exceeds every hit window and is split before its slot sizes are used.
 __kernel void count_hits(__global const uint *kmers, __global const STARTS_T *starts, const ulong k_base,
                          __global const uint *present, const uint n_present, INDEX_ARGS,

@@ -15,8 +15,8 @@
 // alignment without a traceback: the final alignment (align.pyx, banded around them) is cheap.
 //
 // Why a work-group per task: one work-item walking a whole window (~380 x 100 cells for 100 bp mates) is a
-// chain of dependent memory accesses, ~0.1 ms on a GPU, and a batch has only a few hundred windows, far too
-// few to hide it (H200: 50 ms per batch, stalling the mapping core's queue). Here the read's rows are split
+// chain of dependent memory accesses, and a batch has only a few hundred windows, far too few to hide its
+// latency (the mapping core's queue would stall behind it). Here the read's rows are split
 // into consecutive blocks of R rows, one block per work-item, and the work-items sweep the window's columns
 // as a wavefront: at step s, work-item t computes column j = s - t of its rows, taking the cell above its
 // first row (H, its start diagonal, F and its start diagonal at row i0 - 1, column j) from what work-item
