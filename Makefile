@@ -34,7 +34,7 @@ demo: install
 	$(PY) $(EXAMPLE)/summarize.py $(DEMO)/demo.sam $(EXAMPLE)/original_positions.tsv.gz
 
 test: install
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests --durations=15
 
 docs: install
 	$(PY) -m pip install -q mkdocs

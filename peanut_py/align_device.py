@@ -68,11 +68,13 @@ def _launch_ranges(m, n, W, budget):
 
 
 def align_batch_device(device, read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, band_lo, band_hi,
-                       local, A=1, B=4, O=6, E=1, *, ambig=1, clip=5, memory_budget=None, layout=None):
+                       local, A=1, B=4, O=6, E=1, *, ambig=1, clip=5, memory_budget=None, layout=None,
+                       launches=None):
     """``align.align_batch`` on ``device`` (a :class:`peanut_py.device.Device`): same arguments, checks, errors
     and result (``BatchAlignments``). ``memory_budget``: bytes one launch may use (default: a quarter of the
     device's global memory, at most its largest allocation); ``layout``: scratch layout, "interleaved"
-    (cell-major) or "item" (item-major), by default chosen by device type. Both only affect speed."""
+    (cell-major) or "item" (item-major), by default chosen by device type. Both only affect speed.
+    ``launches``: a list to which the number of pairs of each launch is appended (for tests), or None."""
     # the argument checks and conversions of align_batch, in its order, so bad input fails the same way
     rseq, fseq, roff, foff, gstart, blo, bhi, loc = batch_arrays(read_seq, read_offsets, ref_seq, ref_offsets,
                                                                  ref_global_start, band_lo, band_hi, local)
@@ -97,6 +99,8 @@ def align_batch_device(device, read_seq, read_offsets, ref_seq, ref_offsets, ref
 
     kernels = _kernels(device, A, B, O, E, ambig, clip, layout)
     ranges = _launch_ranges(m, n, W, budget)
+    if launches is not None:
+        launches.extend(b - a for a, b in ranges)
     parts = [_run_launch(device, kernels, a, b, rseq, roff, fseq, foff, gstart, blo, bhi, loc, m, W)
              for a, b in ranges]
     fields = [np.concatenate([p[k] for p in parts]) for k in range(6)]

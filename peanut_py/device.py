@@ -184,11 +184,13 @@ class Device:
     Create one per run and pass it to every kernel wrapper; nothing else creates contexts.
     """
 
-    def __init__(self, spec=None, memory_cap=None, kernel_dir=None):
+    def __init__(self, spec=None, memory_cap=None, kernel_dir=None, *, host_memory=None):
         cl = _cl()
         import pyopencl.tools
 
         self.info, self.cl_device = _pick(_all_devices(), spec)
+        # None: from the device type (see ``host_memory``); tests force either to exercise the other path.
+        self._host_memory = None if host_memory is None else bool(host_memory)
         self.context = cl.Context([self.cl_device])
         self.queue = cl.CommandQueue(self.context)
         self.allocator = pyopencl.tools.ImmediateAllocator(self.queue)
@@ -214,7 +216,10 @@ class Device:
     @property
     def host_memory(self):
         """True for a CPU device (PoCL): its buffers are host memory, so read-only host arrays can be used
-        in place (``CL_MEM_USE_HOST_PTR``) instead of copied."""
+        in place (``CL_MEM_USE_HOST_PTR``) instead of copied.  ``Device(host_memory=...)`` overrides it (tests
+        run a GPU's buffer handling on a CPU device that way)."""
+        if self._host_memory is not None:
+            return self._host_memory
         return self.info.type == "CPU"
 
     @property
@@ -246,6 +251,12 @@ class Device:
             self._built[key] = value
         pending.set()
         return value
+
+    def built_keys(self):
+        """The keys of everything :meth:`cached` has built on this device so far (programs, kernels, scans),
+        as a frozenset: a read-only view for tests and diagnostics (builds still in progress excluded)."""
+        with self._lock:
+            return frozenset(k for k, v in self._built.items() if not isinstance(v, threading.Event))
 
     def workspace(self, key, n, dtype, headroom=1.25):
         """A device array of ``n`` elements of ``dtype`` in a buffer kept for ``key`` across calls, grown (with

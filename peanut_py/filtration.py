@@ -103,14 +103,15 @@ def filter_kernels(device, q, s_stride, starts_ctype, fold, block=None):
 def build_programs(device, resident, s_stride):
     """Build what every filtration against ``resident`` uses (see ``DeviceStage.warm_up``)."""
     filter_kernels(device, resident.q, s_stride, resident.starts_ctype, default_fold(device))
-    tools = _tools(device)
+    tools = filter_tools(device)
     tools["hit_offsets"], tools["slot_starts"]
 
 
-def _tools(device):
+def filter_tools(device):
     """The filtration's scans and sort by name (``tools["hit_offsets"]``), each built on first use: those
     that only a read strand with more raw hits than a window needs (the interval merge: 13 programs to
-    build) are never built by the runs that do not have one."""
+    build) are never built by the runs that do not have one.  The ``tools`` argument of
+    :func:`collapse_slots`."""
     return _Tools(device)
 
 
@@ -198,7 +199,7 @@ def hit_window(device, used_bytes):
 
 def filter_reference(device, resident, qgroup_index, read_buffer, collapse_gap=DEFAULT_COLLAPSE_GAP,
                      min_votes=None, masked_kmers=None, max_hits_per_pass=None, max_kmers_per_chunk=None,
-                     per_position=False, keep_raw=False, profile=False):
+                     per_position=False, keep_raw=False, profile=False, *, scatter_counts=None, sort_padding=0):
     """Candidates of every read strand of ``read_buffer`` against the whole reference.
 
     Raw hits whose diagonals (same read strand) follow each other within ``collapse_gap`` become one
@@ -211,6 +212,10 @@ def filter_reference(device, resident, qgroup_index, read_buffer, collapse_gap=D
     ``max_hits_per_pass`` and ``max_kmers_per_chunk`` bound the device memory (defaults from the device);
     ``per_position`` uses one work-item per reference position instead of per kmer (same hits);
     ``keep_raw`` copies the sorted raw hits to the host (for tests); ``profile`` fills ``timings``.
+    ``scatter_counts``: how a CPU device counts the slot sizes, by per-position writes (True) or by atomics
+    as a GPU does (False); None: ``CPU_SCATTER_COUNTS``.  ``sort_padding``: keys that sort last added to
+    the interval sort of merged windows, beyond the padding ``sort_length`` adds (for tests: the padded
+    sort that only some GPUs need).  Neither changes the candidates.
     """
     if resident.q != qgroup_index.q:
         raise PeanutError(f"reference index has q={resident.q} but the read index was built with q={qgroup_index.q}")
@@ -219,8 +224,11 @@ def filter_reference(device, resident, qgroup_index, read_buffer, collapse_gap=D
         masked_kmers = getattr(resident, "masked_kmers", None)
     if min_votes not in (None, "auto") or masked_kmers is None or len(masked_kmers) == 0:
         masked_kmers = None
+    if scatter_counts is None:
+        scatter_counts = CPU_SCATTER_COUNTS
     return _Filtration(device, resident, qgroup_index, read_buffer, collapse_gap, table, masked_kmers,
-                       max_hits_per_pass, max_kmers_per_chunk, per_position, keep_raw, profile).run()
+                       max_hits_per_pass, max_kmers_per_chunk, per_position, keep_raw, profile,
+                       bool(scatter_counts), int(sort_padding)).run()
 
 
 class _Filtration:
@@ -235,10 +243,11 @@ class _Filtration:
     """
 
     def __init__(self, device, resident, qi, rb, gap, table, masked_kmers, max_hits, max_kmers, per_position,
-                 keep_raw, profile):
+                 keep_raw, profile, scatter_counts, sort_padding):
         import pyopencl.array as cla
 
         self.device, self.resident, self.qi, self.rb = device, resident, qi, rb
+        self.scatter_counts, self.sort_padding = scatter_counts, sort_padding
         self.gap, self.per_position, self.keep_raw = int(gap), per_position, keep_raw
         if not 0 <= self.gap < 1 << 32:
             raise PeanutError(f"collapse gap must lie in 0..2^32-1, got {gap}")
@@ -250,7 +259,7 @@ class _Filtration:
         if self.key_bits > 64:
             raise PeanutError("filtration: read strand id and diagonal do not fit one 64-bit key")
         self.knl = filter_kernels(device, qi.q, qi.s_stride, resident.starts_ctype, qi.fold)
-        self.tools = _tools(device)
+        self.tools = filter_tools(device)
         self.step = StepTimer(device.queue, profile)
         self.thresholds = (table > 1).any()
         self.min_votes = cla.to_device(device.queue, table, allocator=device.pool)
@@ -312,7 +321,7 @@ class _Filtration:
         # How the slot sizes are counted (kernels/filter.cl, count_hits): per-position items and GPUs by
         # atomics, CPU devices by per-position writes summed per read strand.
         mode, hits_at = (0 if rs_hits is None else 1), None
-        if rs_hits is not None and occ is not None and device.host_memory and CPU_SCATTER_COUNTS:
+        if rs_hits is not None and occ is not None and device.host_memory and self.scatter_counts:
             t0, t1 = (int(x) for x in self.rb.rs_start_host[[r0, r1]])
             mode, hits_at = 2, device.zero_words(device.empty(t1 - t0, np.uint32))
         device.launch(count_knl, n_items, chunk.kmers.data, chunk.starts.data, *work, *self._index(r0, r1), *extra,
@@ -417,7 +426,8 @@ class _Filtration:
         return self._threshold(merged)
 
     def _merge(self, parts):
-        merged = _merge(self.device, self.knl, self.tools, parts, self.gap, self.diag_bits, self.key_bits)
+        merged = _merge(self.device, self.knl, self.tools, parts, self.gap, self.diag_bits, self.key_bits,
+                        self.sort_padding)
         self.step("merge")
         return merged
 
@@ -525,7 +535,7 @@ def _concatenate(device, parts):
     return Candidates(sum(p.n for p in parts), *cols)
 
 
-def _merge(device, knl, tools, parts, gap, diag_bits, key_bits):
+def _merge(device, knl, tools, parts, gap, diag_bits, key_bits, padding=0):
     """Candidates of several windows -> one sorted, collapsed set.
 
     Merging intervals that overlap or lie within ``gap`` of the running maximum is the same single-linkage
@@ -536,7 +546,7 @@ def _merge(device, knl, tools, parts, gap, diag_bits, key_bits):
     queue, pool = device.queue, device.pool
     n = sum(p.n for p in parts)
     arrays = [[getattr(p, f)[: p.n] for p in parts if p.n] for f in Candidates.FIELDS]
-    m = sort_length(tools["sort_intervals"], n)
+    m = sort_length(tools["sort_intervals"], n + padding)
     if m > n:  # entries that sort last: largest read strand and diagonal the key can hold
         rs_bits = key_bits - diag_bits
         for column, value in zip(arrays, ((1 << rs_bits) - 1, (1 << diag_bits) - 1, 0, 0)):

@@ -101,7 +101,7 @@ class Postprocessor:
         strand = (rs[hit] & 1).astype(bool)
         read = local_read + r0
 
-        aln, md, contig = self._align(batch, read, strand, start[hit], end[hit])
+        aln, md, contig = self.align_hits(batch, read, strand, start[hit], end[hit])
 
         # per read: primary = first aligned hit (best stratum, leftmost); XS = best score among the others
         first = np.cumsum(n_align) - n_align
@@ -130,7 +130,7 @@ class Postprocessor:
             read_group_id=self.opts.read_group_id)
         return text, n_reads, {"mapped": mapped, "multi": multi}
 
-    def _align(self, batch, read, strand, hit_start, hit_end):
+    def align_hits(self, batch, read, strand, hit_start, hit_end):
         """Final alignment of hits (batch read index, strand, validated global [start, end) per hit):
         returns (BatchAlignments, md_flat's MD (text, offsets), contig index per hit)."""
         opts = self.opts
@@ -182,8 +182,8 @@ class Postprocessor:
         combinations (pairs.concordant_combinations) and each read's primary, reported and XS hits (as for
         single-end reads) are aligned; pairs are scored with the alignment scores (pair_choice.pair_score) and the
         best concordant pair is chosen over the mates' own primaries when it beats them by PEN_UNPAIRED
-        (pair_choice.choose_pairs). MAPQ: the single-end model on the chosen hit, raised by the pair's MAPQ
-        (mapq.pair_mapq). The records: sam_records.format_pairs (format_pair_chunk).
+        (pair_choice.choose_pairs, in place_pairs). MAPQ: the single-end model on the chosen hit, raised by the
+        pair's MAPQ (mapq.pair_mapq). The records: sam_records.format_pairs (format_pair_chunk).
         """
         opts = self.opts
         n_reads = r1 - r0
@@ -214,7 +214,7 @@ class Postprocessor:
         i_read, i_rank = key // _KEY, key % _KEY
         hit = order[ptr[i_read] + i_rank]
         strand = (rs[hit] & 1).astype(bool)
-        aln, md, contig = self._align(batch, i_read + r0, strand, start[hit], end[hit])
+        aln, md, contig = self.align_hits(batch, i_read + r0, strand, start[hit], end[hit])
         ok = aln.pos >= 0
         score_of = np.where(ok, aln.score, 0).astype(np.int64)
 
@@ -227,10 +227,9 @@ class Postprocessor:
         good = ok[fi] & ok[vi]
         f_read, f_rank, v_rank = c_read[f][good], c_rank[f][good], c_rank[v][good]
         mate1_fwd = f_read % 2 == 0
-        chosen, paired, q_pe = choose_pairs(
+        chosen, paired, q_pe = self.place_pairs(
             f_read // 2, np.where(mate1_fwd, f_rank, v_rank), np.where(mate1_fwd, v_rank, f_rank),
-            score_of[fi][good], score_of[vi][good], inserts[good],
-            own, insert_size, opts.scoring)
+            score_of[fi][good], score_of[vi][good], inserts[good], own, insert_size)
 
         # per read: the chosen hit, then the others of ranks 0..n_align-1 (as for single-end reads)
         has = kept > 0
@@ -271,6 +270,11 @@ class Postprocessor:
         np.cumsum(np.bincount(o_read[rep], minlength=n_reads), out=rep_ptr[1:])
         return self.format_pair_chunk(batch, r0, n_reads, prim, rep_ptr, o_item[rep], strand, contig, aln, md, mapped,
                                       sub, mapq, proper)
+
+    def place_pairs(self, pair, rank_a, rank_b, score_a, score_b, insert, own, insert_size):
+        """Placement of a chunk's pairs from their concordant combinations: pair_choice.choose_pairs with
+        this run's scoring, returning (chosen rank per read, paired, q_pe per pair)."""
+        return choose_pairs(pair, rank_a, rank_b, score_a, score_b, insert, own, insert_size, self.opts.scoring)
 
     def format_pair_chunk(self, batch, r0, n_reads, prim, rep_ptr, rep_item, strand, contig, aln, md, mapped, sub,
                           mapq, proper):

@@ -237,8 +237,10 @@ class _Source:
     not yet returned: dnaio reads the odd record, or fails as it always has, with the same record numbers.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, fast_fastq=None, block_size=None):
         self.path = os.fspath(path)
+        self._fastq_block = _FASTQ_BLOCK if block_size is None else max(1, int(block_size))
+        self._fasta_block = _FASTA_BLOCK if block_size is None else max(1, int(block_size))
         self.taken = 0  # records returned so far
         self._file = None
         self._records = None
@@ -261,7 +263,7 @@ class _Source:
             raise InputError(self.path, f"not FASTQ or FASTA: starts with {shown}, not '@' or '>'", 1)
         self._ended = self.format is None
         # the fast path's state
-        self._fast = FAST_FASTQ and self.format == "fastq"
+        self._fast = (FAST_FASTQ if fast_fastq is None else bool(fast_fastq)) and self.format == "fastq"
         self._pending = deque()  # [chunk, next read] parsed, not returned yet
         self._blocks = []  # _fastq.Blocks of this file, filled again once their reads are copied
         self._block, self._lo, self._hi, self._base = None, 0, 0, 0  # text after the last parsed record
@@ -339,7 +341,7 @@ class _Source:
         if self._file is None:
             self._file, _ = _open_binary(self.path)
         left = self._hi - self._lo
-        size = max(_FASTQ_BLOCK, 2 * left)  # a record longer than a block: double, as dnaio does
+        size = max(self._fastq_block, 2 * left)  # a record longer than a block: double, as dnaio does
         block = next((b for b in self._blocks if not b.users and b is not self._block and b.size >= size), None)
         if block is None:
             block = _fastq.Block(size)
@@ -464,7 +466,7 @@ class _Source:
         pending = b""  # text after a '>' whose record may continue in the next block
         start = True
         while True:
-            block = f.read(_FASTA_BLOCK)
+            block = f.read(self._fasta_block)
             if not block:
                 break
             if start:
@@ -632,13 +634,16 @@ def _batched(take, unit, max_reads, max_bases):
         first += cut
 
 
-def read_batches(path, max_reads=None, max_bases=None) -> Iterator[ReadBatch]:
+def read_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None, block_size=None) -> Iterator[ReadBatch]:
     """Single-end reads of `path` in batches of at most `max_reads` reads and `max_bases` bases.
 
     A read longer than `max_bases` forms a batch alone; an empty file yields no batch.
+    `fast_fastq`: False reads FASTQ with dnaio only (None: ``FAST_FASTQ``); `block_size`: bytes read per
+    block (None: 8 MiB for FASTQ, 4 MiB for FASTA). Neither changes the batches; tests compare both parsers
+    and put block boundaries everywhere.
     """
     _limits(max_reads, max_bases, 1)
-    src = _Source(path)
+    src = _Source(path, fast_fastq, block_size)
 
     def take(k):
         slices, n = src.take(k)
@@ -651,14 +656,15 @@ def read_batches(path, max_reads=None, max_bases=None) -> Iterator[ReadBatch]:
         src.close()
 
 
-def read_pair_batches(path1, path2, max_reads=None, max_bases=None) -> Iterator[ReadBatch]:
+def read_pair_batches(path1, path2, max_reads=None, max_bases=None, *, fast_fastq=None,
+                      block_size=None) -> Iterator[ReadBatch]:
     """Paired-end reads from two files; batches alternate mate 1, mate 2 and never split a pair.
 
     `max_reads` counts reads (two per pair; at least one pair per batch); `first_record` is the record
-    number of the batch's first pair in both files.
+    number of the batch's first pair in both files. `fast_fastq`, `block_size`: as for read_batches.
     """
     _limits(max_reads, max_bases, 2)
-    src1, src2 = _Source(path1), _Source(path2)
+    src1, src2 = _Source(path1, fast_fastq, block_size), _Source(path2, fast_fastq, block_size)
     if src1.format and src2.format and src1.format != src2.format:
         raise InputError(src2.path, f"is {src2.format.upper()} but {src1.path} is {src1.format.upper()}", 1)
 
@@ -692,13 +698,15 @@ def _unequal(shorter, longer, k):
     )
 
 
-def read_interleaved_batches(path, max_reads=None, max_bases=None) -> Iterator[ReadBatch]:
+def read_interleaved_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None,
+                             block_size=None) -> Iterator[ReadBatch]:
     """Paired-end reads from one interleaved file (mate 1, mate 2, mate 1, ...), as read_pair_batches.
 
-    `first_record` is the record number (in the file) of the batch's first mate 1.
+    `first_record` is the record number (in the file) of the batch's first mate 1. `fast_fastq`,
+    `block_size`: as for read_batches.
     """
     _limits(max_reads, max_bases, 2)
-    src = _Source(path)
+    src = _Source(path, fast_fastq, block_size)
 
     def take(k):
         slices, n = src.take(2 * k)

@@ -86,9 +86,9 @@ class _Writer:
     """Writes one 1-D dataset front to back in blocks of whole chunks (a compressed chunk is then written
     once, never read back and rewritten)."""
 
-    def __init__(self, ds):
+    def __init__(self, ds, flush_elements=FLUSH_ELEMENTS):
         self.ds, self.parts, self.pending, self.size = ds, [], 0, 0
-        self.block = ds.chunks[0] * max(1, FLUSH_ELEMENTS // ds.chunks[0]) if ds.chunks else FLUSH_ELEMENTS
+        self.block = ds.chunks[0] * max(1, flush_elements // ds.chunks[0]) if ds.chunks else flush_elements
 
     def append(self, arr):
         if arr.size:
@@ -109,7 +109,8 @@ class _Writer:
 
 
 def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_threshold=DEFAULT_MASK_THRESHOLD,
-                command_line="", log=None, *, compress=False, round_keys=ROUND_KEYS):
+                command_line="", log=None, *, compress=False, round_keys=ROUND_KEYS, sort_group=SORT_GROUP,
+                flush_elements=FLUSH_ELEMENTS, chunk=CHUNK):
     """Build the HDF5 index of a FASTA file (plain or gzip) and return a summary dict.
 
     out_path defaults to ``<fasta_path>.peanut.h5``. The file is written to a temporary file in the output
@@ -117,7 +118,10 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
     The big arrays are stored contiguous and uncompressed on page boundaries, so the mapper maps them from the
     page cache instead of inflating them into fresh memory (index/FORMAT.md); ``compress`` stores the
     q-gram values and starts compressed instead (half the file, slower start-up).
-    ``round_keys`` bounds the scatter buffer (8 bytes per key); tests lower it to exercise several rounds.
+    ``round_keys`` bounds the scatter buffer (8 bytes per key); tests lower it to exercise several rounds,
+    and lower ``sort_group`` (keys per sort), ``flush_elements`` (elements buffered per dataset before a write)
+    and ``chunk`` (HDF5 chunk length) to take the code paths of a human genome; none changes the index's
+    arrays.
     """
     _check_params(q, step, mask_threshold)
     fasta_path = os.fspath(fasta_path)
@@ -148,7 +152,7 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
         # CPU OpenCL device uses in place (resident.py).
         with h5py.File(tmp, "w", alignment_threshold=PAGE, alignment_interval=PAGE) as h5:
             summary = _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys,
-                                   compress)
+                                   compress, sort_group, flush_elements, chunk)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, out_path)
@@ -189,7 +193,8 @@ def _extension():
     return _indexbuild
 
 
-def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys, compress):
+def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys, compress,
+                 sort_group=SORT_GROUP, flush_elements=FLUSH_ELEMENTS, chunk=CHUNK):
     from .fasta import read_fasta
 
     _indexbuild = _extension()
@@ -235,7 +240,7 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
     exc = h5.create_group("sequence/exceptions")
     for i, (name, dtype) in enumerate((("start", np.int64), ("end", np.int64), ("letter", np.uint8))):
         data = np.concatenate([p[i] for p in exc_parts]) if exc_parts else np.empty(0, dtype)
-        exc.create_dataset(name, data=data.astype(dtype), maxshape=(None,), chunks=(max(1, min(CHUNK, data.size)),))
+        exc.create_dataset(name, data=data.astype(dtype), maxshape=(None,), chunks=(max(1, min(chunk, data.size)),))
     g = h5.create_group("contigs")
     g.create_dataset("names", data=np.array(names, dtype=object), dtype=h5py.string_dtype("utf-8"))
     g.create_dataset("lengths", data=np.array(lengths, dtype=np.int64))
@@ -254,14 +259,14 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
                                ("positions", np.uint32, n_positions)):
             if compress and name != "positions":
                 ds = qg.create_dataset(name, shape=(n,), maxshape=(None,), dtype=dtype,
-                                       chunks=(max(1, min(CHUNK, n)),), **SMALL)
+                                       chunks=(max(1, min(chunk, n)),), **SMALL)
             else:
                 ds = qg.create_dataset(name, shape=(n,), dtype=dtype)
-            out.append(_Writer(ds))
+            out.append(_Writer(ds, flush_elements))
         return out
 
     kept, masked, kmers_masked, n_kmers = _sort_qgrams(contigs, counts, q, step, shift, mask_threshold,
-                                                       round_keys, total_keys, log, create)
+                                                       round_keys, total_keys, log, create, sort_group)
 
     checksum = reference_checksum(names, md5s)
     attrs = dict(
@@ -307,7 +312,8 @@ def _group_p(keys, mask_threshold):
     return kv, cnt, positions, kmers_masked, masked
 
 
-def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, total_keys, log, create):
+def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, total_keys, log, create,
+                 sort_group=SORT_GROUP):
     """Scatter keys round by round, sort bucket groups, mask, and write P in CSR form.
 
     The datasets need their exact lengths before the first write (``create(n_kmers, n_positions)`` returns
@@ -317,7 +323,7 @@ def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, to
     scattered and sorted twice, which doubles the sorting time but needs no disk beyond the index.
     Returns (positions kept, positions masked, kmers masked, kmers kept)."""
     _indexbuild = _extension()
-    groups = _plan(counts, SORT_GROUP)
+    groups = _plan(counts, sort_group)
     rounds = _plan_rounds(groups, counts, round_keys)
     buf = np.empty(max((r[2] for r in rounds), default=0), dtype=np.uint64)
 

@@ -65,11 +65,13 @@ class ResidentReference:
     ``streamed``, ``kmers`` (uint32), ``kmer_starts`` (uint32, or uint64 beyond 2^32 positions) and
     ``positions`` (uint32).  Host ints ``n_contigs``, ``q``, ``step``, ``n_kmers``, ``n_positions``,
     ``genome_end`` (one past the last contig base).  ``table_budget`` (bytes) overrides the device-derived
-    room for the q-gram table; ``chunk_positions`` the positions per streamed chunk.
+    room for the q-gram table; ``chunk_positions`` the positions per streamed chunk; ``starts_dtype`` the
+    device type of resident CSR starts (default :func:`device_starts_dtype`; tests force ``np.uint64`` to run
+    the kernels' 64-bit variant on a small table).
     """
 
     def __init__(self, device, packed, ambiguous, offsets, lengths, kmers, kmer_starts, positions, q, step,
-                 table_budget=None, chunk_positions=None):
+                 table_budget=None, chunk_positions=None, *, starts_dtype=None):
         self.device = device
         self.q, self.step = int(q), int(step)
         offsets = np.asarray(offsets, dtype=np.int64)
@@ -105,7 +107,13 @@ class ResidentReference:
         self._kmers_host, self._starts_host, self._positions_host = kmers, kmer_starts, positions
         self.n_kmers = len(kmers)
         self.n_positions = int(kmer_starts[self.n_kmers]) if self.n_kmers else 0
-        starts_dtype = device_starts_dtype(self.n_positions)
+        needed = device_starts_dtype(self.n_positions)
+        if starts_dtype is None:
+            starts_dtype = needed
+        elif np.dtype(starts_dtype) not in {np.dtype(needed), np.dtype(np.uint64)}:
+            raise ValueError(f"starts_dtype {np.dtype(starts_dtype)} cannot hold {self.n_positions} positions")
+        else:
+            starts_dtype = np.dtype(starts_dtype).type
         table_bytes = 4 * self.n_kmers + np.dtype(starts_dtype).itemsize * (self.n_kmers + 1) + 4 * self.n_positions
         if table_budget is None:
             table_budget = RESIDENT_SHARE * room

@@ -1,46 +1,27 @@
-"""Shared fixtures for all peanut-py tests.
+"""Shared fixtures for all peanut-py tests (plain helpers are in helpers.py).
 
-- ``REPO``: the repository root (computed from this file, so tests run from any working directory).
-- ``shared_data``: Path of ``../shared/data`` (real genomes and reads); tests using it are skipped, with the reason
-  shown, only when that folder is absent.
+- ``device``: one :class:`peanut_py.device.Device` (the default device) for the whole session. Tests use it
+  read-only apart from its caches (programs, workspaces); a test that needs other settings (a memory cap, a
+  kernel directory, ``host_memory``, a fresh build cache) creates its own Device.
+- ``shared_data``: Path of ``../shared/data`` (real genomes and reads); tests using it are skipped, with the
+  reason shown, when that folder is absent, and fail instead under ``CI=true`` (helpers.require_shared_data).
 - ``sarscov2_fasta`` / ``yeast_fasta`` / ``chr20_fasta``: the reference FASTA paths under ``shared_data``.
 - ``sarscov2_index`` / ``yeast_index`` / ``chr20_index``: Paths of reference indexes built once per test session
   with the default parameters (q=16, step=1, default mask threshold) into a session temp dir. chr20 takes a few
   seconds to build; open them with ``peanut_py.reference.ReferenceIndex(path)``, never write to them.
-- ``run_cli(*args, cwd=None, env=None, timeout=600)`` (also as fixture ``cli``): runs
-  ``python -m peanut_py ARGS`` in a subprocess with this checkout first on PYTHONPATH and returns
-  ``(returncode, stdout, stderr)`` as text.
+- ``example_index``: the index of the bundled 200 kb chr20 slice (index/example), built once per session.
+- ``cli``: helpers.run_cli as a fixture: ``rc, out, err = cli("info", path)``.
 """
-import gzip
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+from helpers import EXAMPLE, require_shared_data, run_cli
 
 
-def run_cli(*args, cwd=None, env=None, timeout=600):
-    """Run ``python -m peanut_py *args``; return (returncode, stdout, stderr).
+@pytest.fixture(scope="session")
+def device():
+    from peanut_py.device import Device
 
-    env entries are added to (not replace) the current environment; PYTHONPATH starts with the checkout unless
-    env sets PYTHONPATH itself."""
-    full = dict(os.environ)
-    full["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([full["PYTHONPATH"]] if full.get("PYTHONPATH") else []))
-    if env:
-        full.update(env)
-    proc = subprocess.run(
-        [sys.executable, "-m", "peanut_py", *map(str, args)],
-        cwd=cwd,
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return proc.returncode, proc.stdout, proc.stderr
+    return Device()
 
 
 @pytest.fixture(scope="session")
@@ -51,9 +32,7 @@ def cli():
 
 @pytest.fixture(scope="session")
 def shared_data():
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared test data not found: {SHARED_DATA} (../shared/data from the repository root) is absent")
-    return SHARED_DATA
+    return require_shared_data()
 
 
 @pytest.fixture(scope="session")
@@ -94,28 +73,10 @@ def chr20_index(chr20_fasta, tmp_path_factory):
     return _build(tmp_path_factory, chr20_fasta, "chr20")
 
 
-def fastq_records(path):
-    """(name, sequence, qualities) of a plain or gzip FASTQ with 4-line records."""
-    with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
-        lines = f.read().splitlines()
-    return [(lines[i][1:].split()[0], lines[i + 1], lines[i + 3]) for i in range(0, len(lines), 4)]
-
-
-def write_fastq(path, records):
-    with open(path, "w") as f:
-        for name, seq, qual in records:
-            f.write(f"@{name}\n{seq}\n+\n{qual}\n")
-
-
-def sam_body(path):
-    """The SAM text without the @PG line (its CL differs between runs with different options)."""
-    return [line for line in open(path) if not line.startswith("@PG")]
-
-
 @pytest.fixture(scope="session")
 def example_index(tmp_path_factory):
     """Index of the bundled 200 kb chr20 slice (index/example), built once per session."""
     out = tmp_path_factory.mktemp("example") / "slice.h5"
-    rc, _, err = run_cli("index", str(REPO / "index" / "example" / "chr20_slice.fa.gz"), "-o", str(out))
+    rc, _, err = run_cli("index", str(EXAMPLE / "chr20_slice.fa.gz"), "-o", str(out))
     assert rc == 0, err
     return out

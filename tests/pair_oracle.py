@@ -1,12 +1,13 @@
-"""Plain Python pair placement (BWA-MEM's mem_pair + mem_sam_pe decision, one pair at a time), pair scores,
-FLAG and TLEN: the reference that peanut_py's Cython pair choice and SAM records are tested against."""
+"""Plain Python pair placement (BWA-MEM's mem_pair + mem_sam_pe decision, one pair at a time, and a chunk's
+placement as Postprocessor did it before _pair_choice.pyx), pair scores, FLAG and TLEN: the reference that
+peanut_py's Cython pair choice and SAM records are tested against."""
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from peanut_py.mapq import MAPQ_MAX
-from peanut_py.pairs import PEN_UNPAIRED  # noqa: F401  (re-exported for the tests)
+from peanut_py.pairs import PEN_UNPAIRED
 
 
 def insert_log_penalty(insert, insert_size, match=1):
@@ -64,6 +65,24 @@ def choose_pair(combos, score_un, scoring, has_a=True, has_b=True):
         q_pe -= int(4.343 * math.log(n_sub + 1) + 0.499)
     q_pe = min(max(q_pe, 0), MAPQ_MAX)
     return PairChoice(combos[0][1], combos[0][2], True, q_pe, best)
+
+
+def reference_choose_pairs(pair, rank_a, rank_b, score_a, score_b, insert, own, insert_size, opts):
+    """The placement loop of Postprocessor.process_pairs before _pair_choice.pyx: pair_choice.choose_pairs's
+    arguments and results, one pair at a time with :func:`pair_score` and :func:`choose_pair`."""
+    n_reads = len(own)
+    combos = {}
+    for p, ra, rb, sa, sb, ins in zip(*(np.asarray(a).tolist() for a in (pair, rank_a, rank_b, score_a, score_b,
+                                                                           insert))):
+        combos.setdefault(p, []).append((pair_score(sa, sb, ins, insert_size, opts.match), ra, rb))
+    chosen = np.zeros(n_reads, dtype=np.int64)
+    paired = np.zeros(n_reads // 2, dtype=bool)
+    q_pe = np.full(n_reads // 2, -1, dtype=np.int64)
+    own_l = np.asarray(own).tolist()
+    for p, cs in combos.items():
+        c = choose_pair(cs, own_l[2 * p] + own_l[2 * p + 1] - PEN_UNPAIRED, opts)
+        chosen[2 * p], chosen[2 * p + 1], paired[p], q_pe[p] = c.a, c.b, c.paired, c.q_pe
+    return chosen, paired, q_pe
 
 
 def template_length(pos_a, end_a, pos_b, end_b):

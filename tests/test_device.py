@@ -68,6 +68,9 @@ def test_program_build_with_defines_and_cache(tmp_path, monkeypatch):
     with pytest.raises(PeanutError) as err:
         dev.program("broken")
     assert "broken.cl" in str(err.value) and "undefined_name" in str(err.value)
+    programs = {k for k in dev.built_keys() if k[0] == "program"}
+    assert programs == {("program", "scale", (("FACTOR", 3), ("OFFSET", 1))),
+                        ("program", "scale", (("FACTOR", 2), ("OFFSET", 0)))}  # a failed build is not kept
 
 
 def test_memory_cap():
@@ -126,6 +129,7 @@ def test_cached_builds_each_key_once_across_threads():
     for t in threads:
         t.join()
     assert len(calls) == 1 and len(got) == 4 and all(g is got[0] for g in got)
+    assert "test-slow" in dev.built_keys()
 
     def broken():
         calls.append("broken")
@@ -134,15 +138,15 @@ def test_cached_builds_each_key_once_across_threads():
     for _ in range(2):
         with pytest.raises(PeanutError):
             dev.cached("test-broken", broken)
-    assert calls.count("broken") == 2
+    assert calls.count("broken") == 2 and "test-broken" not in dev.built_keys()
     assert dev.cached("test-broken", lambda: 7) == 7
 
 
-def test_workspace_grows_only_when_a_call_needs_more(monkeypatch):
+def test_workspace_grows_only_when_a_call_needs_more():
     """One buffer per key, reused while it is large enough, replaced (with headroom) when it is not; a GPU
-    gets pool arrays instead."""
-    dev = devmod.Device()
-    monkeypatch.setattr(devmod.Device, "host_memory", property(lambda self: True))
+    (here: the default device without host memory) gets pool arrays instead."""
+    dev = devmod.Device(host_memory=True)
+    assert dev.host_memory
     a = dev.workspace("test-ws", 1000, np.uint32)
     assert a.size == 1000 and a.dtype == np.uint32 and a.base_data.size >= 4000
     b = dev.workspace("test-ws", 1100, np.uint32)  # within the headroom of 1.25: the same buffer
@@ -154,6 +158,7 @@ def test_workspace_grows_only_when_a_call_needs_more(monkeypatch):
     d.set(np.arange(10_000, dtype=np.uint32))
     assert np.array_equal(d.get(), np.arange(10_000, dtype=np.uint32))
     assert dev.workspace("test-other", 10, np.uint8).base_data.int_ptr != d.base_data.int_ptr
-    monkeypatch.setattr(devmod.Device, "host_memory", property(lambda self: False))
-    e, f = dev.workspace("test-ws", 100, np.uint32), dev.workspace("test-ws", 100, np.uint32)
+    gpu = devmod.Device(host_memory=False)
+    assert not gpu.host_memory
+    e, f = gpu.workspace("test-ws", 100, np.uint32), gpu.workspace("test-ws", 100, np.uint32)
     assert e.size == 100 and e.base_data.int_ptr != f.base_data.int_ptr  # two live pool arrays

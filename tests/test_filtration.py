@@ -6,13 +6,13 @@ import types
 import numpy as np
 import pytest
 
-from peanut_py import filtration, qgroup
+from peanut_py import filtration
 from peanut_py.device import Device
 from peanut_py.errors import PeanutError
 from peanut_py.filtration import (
-    _tools,
     collapse_slots,
     filter_reference,
+    filter_tools,
     guaranteed_errors,
     min_votes_table,
     votes_threshold,
@@ -20,7 +20,7 @@ from peanut_py.filtration import (
 from peanut_py import layout
 from peanut_py.qgroup import QGroupIndex, ReadBuffer
 from peanut_py.resident import ResidentReference
-from test_qgroup import _CODE, read_fastq_codes, ref_qgrams, ref_text
+from qgram_oracle import CODE, read_fastq_codes, ref_qgrams, ref_text
 
 CONTIG_GAP = 1024
 
@@ -178,11 +178,6 @@ def table_args(ref, q, step):
 
 
 @pytest.fixture(scope="session")
-def device():
-    return Device()
-
-
-@pytest.fixture(scope="session")
 def planted(device):
     """Planted genome, its reads, q = 11, step = 2, masking above 30 occurrences, and the device objects."""
     rng = np.random.default_rng(2024)
@@ -217,17 +212,22 @@ def test_cpu_device_uses_page_aligned_arrays_in_place(device, planted):
     """On a CPU device the resident reference wraps page-aligned host arrays instead of copying them (the
     buffer maps to the array's own memory); unaligned ones are copied into aligned memory first. Kernels
     see the same contents either way (test above and every filtration test)."""
+    if not device.host_memory:
+        pytest.skip("CPU OpenCL devices only: a GPU copies the reference into its own memory")
     import pyopencl as cl
 
     from peanut_py.reference import page_aligned_empty
-    from peanut_py.resident import _upload
 
-    assert device.host_memory  # CI and this machine run PoCL
-    aligned = page_aligned_empty(10_000, np.uint32)
-    aligned[:] = np.arange(10_000, dtype=np.uint32)
-    unaligned = np.arange(10_001, dtype=np.uint32)[1:]
-    for host, same in ((aligned, True), (unaligned, False)):
-        dev = _upload(device, host, np.uint32)
+    ref = planted["ref"]
+    aligned = page_aligned_empty(ref["packed"].size, np.uint32)  # the sequence, page-aligned
+    aligned[:] = ref["packed"]
+    unaligned = np.empty(ref["ambiguous"].size + 1, np.uint32)[1:]  # the ambiguity bitmap, 4 bytes off
+    unaligned[:] = ref["ambiguous"]
+    assert aligned.ctypes.data % 4096 == 0 and unaligned.ctypes.data % 4096 != 0
+    args = list(table_args(ref, 11, 2))
+    args[:2] = aligned, unaligned
+    res = ResidentReference(device, *args)
+    for host, dev, same in ((aligned, res.packed, True), (unaligned, res.ambiguous, False)):
         mapped, _ = cl.enqueue_map_buffer(device.queue, dev.data, cl.map_flags.READ, 0, (host.size,), np.uint32)
         assert (mapped.ctypes.data == host.ctypes.data) == same
         assert mapped.ctypes.data % 4096 == 0
@@ -311,19 +311,19 @@ def test_collapse_gap(device, planted, gap):
 
 
 @pytest.mark.parametrize("fold,scatter", [(0, True), (1, True), (1, False)])
-def test_small_windows_and_chunks_give_identical_candidates(device, planted, fold, scatter, monkeypatch):
+def test_small_windows_and_chunks_give_identical_candidates(device, planted, fold, scatter):
     # Ranges of read strands: the occurrences of a q-gram are cut to [t0, t1) inside its part of O.  The slot
     # sizes counted by per-position writes (CPU devices) or by atomics (GPUs).
-    monkeypatch.setattr(filtration, "CPU_SCATTER_COUNTS", scatter)
     p = planted
     want = collapse(p["rs"], p["diag"], 8)
     qi = QGroupIndex(device, p["rb"], p["q"], fold=fold)
     cand = filter_reference(device, p["resident"], qi, p["rb"], collapse_gap=8, min_votes=1,
-                            max_hits_per_pass=5_000, max_kmers_per_chunk=301)
+                            max_hits_per_pass=5_000, max_kmers_per_chunk=301, scatter_counts=scatter)
     assert cand.n_ranges > 5 and cand.n_chunks > 10 * cand.n_ranges
     assert_candidates_equal(cand.to_host(), want)
 
 
+@pytest.mark.slow
 def test_read_strand_with_more_hits_than_a_window(device, planted):
     # Windows smaller than the hits of single read strands: those strands are emitted in several windows
     # whose candidates are merged.
@@ -353,14 +353,12 @@ def test_sort_length_avoids_the_pyopencl_scan_assertion():
         assert m >= n and size >= count
 
 
-def test_padded_sorts_give_identical_candidates(device, planted, monkeypatch):
+@pytest.mark.slow
+def test_padded_sorts_give_identical_candidates(device, planted):
     # Where sort_length pads (not on PoCL), the padding keys must sort last and be ignored.
-    import peanut_py.filtration as filtration
-
-    monkeypatch.setattr(filtration, "sort_length", lambda sorter, n: n + 777)
     p = planted
     cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=1, keep_raw=True,
-                            max_hits_per_pass=int(np.bincount(p["rs"]).max() * 0.7))
+                            max_hits_per_pass=int(np.bincount(p["rs"]).max() * 0.7), sort_padding=777)
     assert cand.n_windows > cand.n_ranges  # the merge (with its own padding) ran too
     np.testing.assert_array_equal(cand.raw["rs"], p["rs"])
     np.testing.assert_array_equal(cand.raw["diag"], p["diag"])
@@ -388,23 +386,18 @@ def test_streamed_table_gives_identical_candidates(device, planted):
 def test_uint64_starts_give_identical_candidates(device, planted):
     # Tables beyond 2^32 positions keep 64-bit CSR starts on the device; exercise that kernel variant.
     p = planted
-    res = ResidentReference(device, *table_args(p["ref"], p["q"], p["step"]))
-    narrow = res.kmer_starts
-    res.kmer_starts, res.starts_dtype = narrow.astype(np.uint64), np.uint64
-    # On a CPU device the narrow buffer is the host array itself (resident.py): releasing it frees that array,
-    # so it must outlive the conversion still queued (dropping it at once crashed PoCL now and then).
-    device.queue.finish()
-    del narrow
+    res = ResidentReference(device, *table_args(p["ref"], p["q"], p["step"]), starts_dtype=np.uint64)
+    assert res.starts_dtype == np.uint64 and res.kmer_starts.dtype == np.uint64 and res.starts_ctype == "ulong"
     cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, min_votes=1, max_hits_per_pass=20_000)
     assert cand.n_ranges > 1
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
 
-def test_memory_capped_device_streams_and_gives_identical_candidates(planted):
+def test_memory_capped_device_streams_and_gives_identical_candidates(device, planted):
     p = planted
     # Usable memory (3/4) = the fixed part of a q = 11 index (I and S: 768 KiB, folded 192 KiB) + 207 KiB: the
     # ~140 KiB q-gram table exceeds its share (half) of the remaining room.
-    fixed = layout.index_fixed_bytes(p["q"], fold=layout.default_fold(Device()))
+    fixed = layout.index_fixed_bytes(p["q"], fold=layout.default_fold(device))
     small = Device(memory_cap=int((fixed + (207 << 10)) / 0.75))
     res = ResidentReference(small, *table_args(p["ref"], p["q"], p["step"]))
     assert res.streamed
@@ -473,7 +466,7 @@ def test_collapse_slots_with_many_hits_and_empty_slots(device):
     dev = lambda a: cla.to_device(device.queue, a)  # noqa: E731
     knl = device.kernels("filter", Q=16, S_STRIDE=layout.S_STRIDE, STARTS_T="uint", EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
     raw = []
-    cand = collapse_slots(device, knl, _tools(device), dev(np.concatenate(slots)), total, dev(slot_start), len(slots),
+    cand = collapse_slots(device, knl, filter_tools(device), dev(np.concatenate(slots)), total, dev(slot_start), len(slots),
                           dev(rs_start), r0, dev(table), gap, raw=raw)
     want, n_all = slot_reference(slots, lengths, r0, table, gap)
     assert_candidates_equal(cand.to_host(), want)
@@ -512,8 +505,7 @@ def repeat_slots(device):
 
 @pytest.mark.parametrize("fold,scatter", [(0, True), (1, True), (1, False)])
 @pytest.mark.parametrize("min_votes", [1, "auto", "masked"])
-def test_read_strands_with_10e5_hits(device, repeat_slots, min_votes, fold, scatter, monkeypatch):
-    monkeypatch.setattr(filtration, "CPU_SCATTER_COUNTS", scatter)
+def test_read_strands_with_10e5_hits(device, repeat_slots, min_votes, fold, scatter):
     p = dict(repeat_slots)
     p["qi"] = QGroupIndex(device, p["rb"], p["q"], fold=fold)  # long slots of O: folded lookups search them
     per_strand = np.bincount(p["rs"], minlength=p["rb"].n_rs)
@@ -529,13 +521,14 @@ def test_read_strands_with_10e5_hits(device, repeat_slots, min_votes, fold, scat
     table = min_votes_table(min_votes, p["q"], p["step"])
     want = apply_threshold(collapse(p["rs"], p["diag"], 8), p["offsets"], table, m)
     cand = filter_reference(device, p["resident"], p["qi"], p["rb"], min_votes=min_votes, masked_kmers=masked,
-                            keep_raw=True)
+                            keep_raw=True, scatter_counts=scatter)
     np.testing.assert_array_equal(cand.raw["rs"], p["rs"])
     np.testing.assert_array_equal(cand.raw["diag"], p["diag"])
     assert_candidates_equal(cand.to_host(), want)
     # Windows below one read strand's hits: windows are sorted as one slot each, merged, then thresholded.
     cand = filter_reference(device, p["resident"], p["qi"], p["rb"], min_votes=min_votes, masked_kmers=masked,
-                            max_hits_per_pass=int(per_strand.max()) // 3, max_kmers_per_chunk=5000)
+                            max_hits_per_pass=int(per_strand.max()) // 3, max_kmers_per_chunk=5000,
+                            scatter_counts=scatter)
     assert cand.n_windows > cand.n_ranges
     assert_candidates_equal(cand.to_host(), want)
     if m is not None:
@@ -678,6 +671,7 @@ def test_threshold_guarantee_by_brute_force(q, step, gap):
     assert tight == (100 if step == 1 else 0) and split >= 10
 
 
+@pytest.mark.slow
 def test_min_votes_matches_numpy(device, planted):
     p = planted
     full = collapse(p["rs"], p["diag"], 8)
@@ -706,12 +700,12 @@ def read_fasta_codes(path):
         for line in f:
             if line.startswith(b">"):
                 if cur:
-                    seqs.append(_CODE[np.frombuffer(b"".join(cur), np.uint8)])
+                    seqs.append(CODE[np.frombuffer(b"".join(cur), np.uint8)])
                 cur = []
             else:
                 cur.append(line.strip())
     if cur:
-        seqs.append(_CODE[np.frombuffer(b"".join(cur), np.uint8)])
+        seqs.append(CODE[np.frombuffer(b"".join(cur), np.uint8)])
     return seqs
 
 

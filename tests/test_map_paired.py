@@ -2,7 +2,6 @@
 with known answers (segmental duplication, masked repeats, mates to rescue, unmapped and discordant mates),
 real pairs (bundled NA12878 slice, chr20, SARS-CoV-2, phiX), determinism, Picard, and input errors."""
 import gzip
-import pathlib
 import random
 import re
 import shutil
@@ -12,9 +11,8 @@ from types import SimpleNamespace
 import pysam
 import pytest
 
-from conftest import fastq_records, run_cli, sam_body, write_fastq
+from helpers import EXAMPLE, fastq_records, needs_tool, run_cli, sam_body, write_fastq
 
-EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "index" / "example"
 R1 = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
 R2 = EXAMPLE / "NA12878_chr20_slice_2000pairs_R2.fastq.gz"
 COMP = str.maketrans("ACGTN", "TGCAN")
@@ -120,16 +118,23 @@ def test_example_pairs(example_run):
         and ("-" if r.is_reverse else "+") == truth[r.query_name, m][1]
     )
     assert close >= 0.99 * 2 * len(pairs)
-    fs = flagstat(out)
-    assert fs["primary"] == 4000 and fs["read1"] == fs["read2"] == 2000
-    assert fs["properly paired"] == 2 * proper
-    assert fs["primary mapped"] == fs["with itself and mate mapped"] + fs["singletons"]
     m = re.search(r"([\d,]+) properly paired", err)
     assert int(m.group(1).replace(",", "")) == 2 * proper
     assert int(re.search(r"([\d,]+) hits rescued", err).group(1)) >= 5  # bwa rescues mates in ~14 of these pairs
 
 
-@pytest.mark.skipif(PICARD is None, reason="picard-tools (PicardCommandLine) not installed")
+@needs_tool("samtools")
+def test_example_pairs_flagstat(example_run):
+    """samtools flagstat counts the same pairs and proper pairs."""
+    out, _ = example_run
+    proper = sum(a.is_proper_pair for a, _ in primary_pairs(out))
+    fs = flagstat(out)
+    assert fs["primary"] == 4000 and fs["read1"] == fs["read2"] == 2000
+    assert fs["properly paired"] == 2 * proper
+    assert fs["primary mapped"] == fs["with itself and mate mapped"] + fs["singletons"]
+
+
+@needs_tool("PicardCommandLine", "picard-tools")
 def test_example_pairs_validate(example_run):
     clean, problems = picard_errors(example_run[0])
     assert clean, problems
@@ -318,6 +323,7 @@ def test_rescue_finds_mates_whose_qgrams_are_masked(synthetic, tmp_path):
 # --- real pairs on real genomes ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_real_chr20_pairs(chr20_index, shared_data, tmp_path):
     n = 1000
     reads = []

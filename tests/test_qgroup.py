@@ -1,69 +1,22 @@
 """ReadBuffer and QGroupIndex (Algorithm 1) against a plain NumPy q-gram index."""
-import gzip
 import types
 
 import numpy as np
 import pytest
 
-from peanut_py import qgroup
 from peanut_py.device import Device
 from peanut_py.errors import PeanutError
 from peanut_py import device as devmod
 from peanut_py import layout
 from peanut_py.layout import BUILD_BYTES_PER_BASE, index_fixed_bytes, reads_per_buffer
 from peanut_py.qgroup import QGroupIndex, ReadBuffer
+from qgram_oracle import read_fastq_codes, ref_qgrams, ref_text
 
 HUMAN_R1 = "human/NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz"
 YEAST_R1 = "yeast/SRR5204809_Spt5-ChIP_Input1_SacCer_ChIP-Seq_ss100k_R1.fastq.gz"
 
 
 # ---------------------------------------------------------------- plain references
-
-_CODE = np.full(256, 4, dtype=np.uint8)
-for _i, _b in enumerate(b"ACGT"):
-    _CODE[_b] = _i
-    _CODE[_b + 32] = _i  # lowercase
-
-
-def read_fastq_codes(path, n_reads):
-    """First ``n_reads`` sequences of a gzipped FASTQ as (codes, offsets); a deliberately simple parser."""
-    seqs = []
-    with gzip.open(path, "rb") as f:
-        for i, line in enumerate(f):
-            if i % 4 == 1:
-                seqs.append(_CODE[np.frombuffer(line.rstrip(b"\r\n"), dtype=np.uint8)])
-                if len(seqs) == n_reads:
-                    break
-    offsets = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
-    return np.concatenate(seqs).astype(np.uint8), offsets
-
-
-def ref_text(codes, offsets):
-    """Forward then reverse complement of every read, with rs_start and pos_rs, read by read."""
-    parts, rs_start, pos_rs = [], [0], []
-    for r in range(len(offsets) - 1):
-        fwd = np.minimum(codes[offsets[r] : offsets[r + 1]], 4)
-        rev = np.where(fwd[::-1] < 4, 3 - fwd[::-1], 4).astype(np.uint8)
-        for strand, seq in enumerate((fwd, rev)):
-            parts.append(seq)
-            pos_rs.append(np.full(len(seq), 2 * r + strand, dtype=np.uint32))
-            rs_start.append(rs_start[-1] + len(seq))
-    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
-    return cat(parts, np.uint8), np.array(rs_start, dtype=np.uint32), cat(pos_rs, np.uint32)
-
-
-def ref_qgrams(text, rs_start, pos_rs, q):
-    """(value, text position) of every q-gram inside one read strand without N, in text order."""
-    n = len(text)
-    if n < q:
-        return np.zeros(0, np.uint64), np.zeros(0, np.uint32)
-    win = np.lib.stride_tricks.sliding_window_view(text, q)
-    t = np.arange(n - q + 1)
-    ok = (win < 4).all(axis=1) & (t + q <= rs_start[pos_rs[: n - q + 1].astype(np.int64) + 1])
-    weights = (np.uint64(4) ** np.arange(q - 1, -1, -1, dtype=np.uint64)).astype(np.uint64)
-    g = (win[ok].astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
-    return g, t[ok].astype(np.uint32)
-
 
 def ref_qgroup(g, t, q, sample_s, fold=0, stride=layout.S_STRIDE):
     """The q-group index by definition: bit per present key (the q-gram without its last ``fold`` bases),
@@ -87,11 +40,6 @@ def random_reads(rng, n, lo, hi, n_rate=0.0):
 
 
 # ---------------------------------------------------------------- fixtures
-
-@pytest.fixture(scope="session")
-def device():
-    return Device()
-
 
 def check_index(device, codes, offsets, q, sample_s, fold=0, stride=layout.S_STRIDE):
     rb = ReadBuffer(device, codes, offsets)
@@ -195,7 +143,7 @@ def test_qgroup_empty_buffer(device, fold):
     assert qi.n_distinct == 0
 
 
-@pytest.mark.parametrize("fold", [0, 1])
+@pytest.mark.parametrize("fold", [pytest.param(0, marks=pytest.mark.slow), 1])  # unfolded: I is 512 MiB
 def test_qgroup_q16(device, fold):
     # q = 16 fills one 32-bit word: I alone is 512 MiB (folded 128 MiB), so keep the reads few.
     codes, offsets = random_reads(np.random.default_rng(16), 60, 10, 150, n_rate=0.01)
@@ -214,7 +162,7 @@ def test_qgroup_default_fold(device):
 
 
 @pytest.mark.parametrize("fold", [0, 1])
-@pytest.mark.parametrize("path,q", [(HUMAN_R1, 11), (YEAST_R1, 12), (HUMAN_R1, 16)])
+@pytest.mark.parametrize("path,q", [(HUMAN_R1, 11), (YEAST_R1, 12), pytest.param(HUMAN_R1, 16, marks=pytest.mark.slow)])
 def test_qgroup_real_reads(device, shared_data, path, q, fold):
     codes, offsets = read_fastq_codes(shared_data / path, 2000 if q < 16 else 300)
     assert (codes == 4).any()  # real reads carry N
@@ -243,14 +191,21 @@ def test_reads_per_buffer_small_and_large_devices():
         reads_per_buffer(small, 100, q=16, reserved_bytes=1 << 30)
 
 
+@pytest.fixture(scope="module")
+def forced_devices():
+    """The default device as a CPU device (host memory) and as a GPU (not) would handle buffers."""
+    return {flag: Device(host_memory=flag) for flag in (True, False)}
+
+
 @pytest.mark.parametrize("host_memory", [True, False])
 @pytest.mark.parametrize("n", [1, devmod.ZERO_SPAN - 1, devmod.ZERO_SPAN, 3 * devmod.ZERO_SPAN + 17])
-def test_zero_words_clears_exactly_the_array(device, monkeypatch, host_memory, n):
+def test_zero_words_clears_exactly_the_array(forced_devices, host_memory, n):
     """Both ways of clearing I (the kernel on CPU devices, the fill command elsewhere) zero every word of the
     array and nothing past it, for lengths around the kernel's span."""
     import pyopencl.array as cla
 
-    monkeypatch.setattr(type(device), "host_memory", property(lambda self: host_memory))
+    device = forced_devices[host_memory]
+    assert device.host_memory == host_memory
     rng = np.random.default_rng(n)
     host = rng.integers(1, 2**32, n + 100, dtype=np.uint32)
     a = cla.to_device(device.queue, host)

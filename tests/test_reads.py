@@ -6,17 +6,16 @@ import os
 import random
 import zlib
 
+import dnaio
 import numpy as np
 import pysam
 import pytest
 
 import peanut_py.reads as reads_module
+from helpers import require_shared_data
 from peanut_py import _fastq as fastq
 from peanut_py.errors import InputError
 from peanut_py.reads import ReadBatch, read_batches, read_interleaved_batches, read_pair_batches
-
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
-needs_data = pytest.mark.skipif(not os.path.isdir(DATA), reason="../shared/data (real reads) is absent")
 
 # Reference base codes, written out per base: A0 C1 G2 T3, every other letter 4.
 REF_CODE = {**{c: 4 for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}, "A": 0, "C": 1, "G": 2, "T": 3}
@@ -116,15 +115,12 @@ def test_fasta_multiline_crlf_empty_records(tmp_path):
         assert seqs[-1] == b""
 
 
-def test_fasta_blocks_larger_than_parser_block(tmp_path, monkeypatch):
+def test_fasta_blocks_larger_than_parser_block(tmp_path):
     # Records that straddle the FASTA parser's block boundaries must come out whole.
-    import peanut_py.reads as reads
-
-    monkeypatch.setattr(reads, "_FASTA_BLOCK", 37)
     rng = random.Random(3)
     recs = random_records(rng, 40, max_len=200)
     path = write(tmp_path, "r.fa", fasta_text(recs, width=13))
-    names, seqs, _, _ = concat(list(read_batches(path, max_reads=5)))
+    names, seqs, _, _ = concat(list(read_batches(path, max_reads=5, block_size=37)))
     assert names == [r[0] for r in recs]
     assert seqs == [r[2].upper().encode() for r in recs]
 
@@ -272,9 +268,8 @@ def test_pair_batches(pair_files, max_reads, max_bases):
     assert concat(inter)[:3] == (names, seqs, quals)
 
 
-@needs_data
 def test_phix_edge_cases():
-    d = os.path.join(DATA, "phix")
+    d = str(require_shared_data("phix"))
     batches = list(read_pair_batches(os.path.join(d, "phix.1.fastq"), os.path.join(d, "phix.2.fastq"), max_reads=16))
     names, seqs, quals, _ = concat(batches)
     assert len(names) == 90
@@ -292,9 +287,8 @@ def test_phix_edge_cases():
         check_batch_invariants(b)
 
 
-@needs_data
 def test_real_gzip_reads_match_pysam():
-    path = os.path.join(DATA, "yeast", "SRR5204809_Spt5-ChIP_Input1_SacCer_ChIP-Seq_ss100k_R1.fastq.gz")
+    path = str(require_shared_data("yeast", "SRR5204809_Spt5-ChIP_Input1_SacCer_ChIP-Seq_ss100k_R1.fastq.gz"))
     batches = list(read_batches(path, max_reads=30000))
     names, seqs, quals, codes = concat(batches)
     with pysam.FastxFile(path) as f:
@@ -370,10 +364,7 @@ def test_binary_far_into_file_names_its_record(tmp_path):
     expect_error(write(tmp_path, "junk.fq", data), 2501, "binary data")
 
 
-def test_binary_in_fasta_across_blocks(tmp_path, monkeypatch):
-    import peanut_py.reads as reads
-
-    monkeypatch.setattr(reads, "_FASTA_BLOCK", 50)
+def test_binary_in_fasta_across_blocks(tmp_path):
     rng = random.Random(10)
     recs = random_records(rng, 60, alphabet="ACGT")
     data = fasta_text(recs, width=30).encode()
@@ -381,7 +372,7 @@ def test_binary_in_fasta_across_blocks(tmp_path, monkeypatch):
     data = data[:cut] + b">read41\nAC\xfeGT\n" + data[cut:]
     for max_reads in (None, 1, 7):
         with pytest.raises(InputError) as info:
-            list(read_batches(write(tmp_path, "b.fa", data), max_reads=max_reads))
+            list(read_batches(write(tmp_path, "b.fa", data), max_reads=max_reads, block_size=50))
         assert info.value.record == 42 and "binary data" in str(info.value)
 
 
@@ -464,7 +455,7 @@ def test_pairs_fastq_with_fasta_rejected(tmp_path):
         list(read_pair_batches(p1, p2))
 
 
-# --- the GIL-free FASTQ parser (fastq.pyx) against the dnaio path ---------------------------------------------
+# --- the GIL-free FASTQ parser (_fastq.pyx) against the dnaio path ---------------------------------------------
 
 def varied_records(rng, n, max_len=300):
     """Records with everything the strict form allows: empty reads, lowercase, '.', '-', IUPAC letters,
@@ -500,23 +491,23 @@ def batch_key(b):
 
 def outcome(monkeypatch, fast, reader, args, **limits):
     """(batches, error as (message, record) or None, how often dnaio was opened) of one path."""
-    monkeypatch.setattr(reads_module, "FAST_FASTQ", fast)
     opened = []
-    real_open = reads_module.dnaio.open
-    monkeypatch.setattr(reads_module.dnaio, "open", lambda *a, **k: opened.append(1) or real_open(*a, **k))
+    real_open = dnaio.open
+    monkeypatch.setattr(dnaio, "open", lambda *a, **k: opened.append(1) or real_open(*a, **k))
     batches, error = [], None
     try:
-        for b in reader(*args, **limits):
+        for b in reader(*args, fast_fastq=fast, **limits):
             batches.append(batch_key(b))
     except InputError as e:
         error = (str(e), e.record)
-    monkeypatch.setattr(reads_module.dnaio, "open", real_open)
+    monkeypatch.setattr(dnaio, "open", real_open)
     return batches, error, len(opened)
 
 
 def same_both_ways(monkeypatch, reader, args, fallback, **limits):
     """The fast path gives what the dnaio path gives (batches, and the error after the same batches);
-    `fallback`: whether the fast path must hand over to dnaio (None: not checked)."""
+    `fallback`: whether the fast path must hand over to dnaio (None: not checked). ``limits``: max_reads,
+    max_bases and block_size of the reader."""
     fast = outcome(monkeypatch, True, reader, args, **limits)
     old = outcome(monkeypatch, False, reader, args, **limits)
     assert fast[1] == old[1]
@@ -604,20 +595,19 @@ def test_fast_parser_stops_at_odd_record(odd):
 @pytest.mark.parametrize("max_reads,max_bases", [(None, None), (1, None), (7, None), (None, 500), (13, 2000)])
 def test_fast_path_equals_dnaio_path(tmp_path, monkeypatch, block, max_reads, max_bases):
     # Tiny blocks put a block boundary inside every part of records, and make records longer than a block.
-    monkeypatch.setattr(reads_module, "_FASTQ_BLOCK", block)
     rng = random.Random(21)
     path = write(tmp_path, "v.fq", varied_text(varied_records(rng, 150)))
-    batches, _, _ = same_both_ways(monkeypatch, read_batches, (path,), False, max_reads=max_reads, max_bases=max_bases)
+    batches, _, _ = same_both_ways(monkeypatch, read_batches, (path,), False, max_reads=max_reads, max_bases=max_bases,
+                                   block_size=block)
     assert sum(b[0] for b in batches) == 150
 
 
 @pytest.mark.parametrize("compress", ["gz", "bz2"])
 def test_fast_path_compressed(tmp_path, monkeypatch, compress):
-    monkeypatch.setattr(reads_module, "_FASTQ_BLOCK", 4096)
     rng = random.Random(22)
     path = write(tmp_path, "v.fq", varied_text(varied_records(rng, 400)), compress=compress)
     for max_reads in (None, 64):
-        same_both_ways(monkeypatch, read_batches, (path,), False, max_reads=max_reads)
+        same_both_ways(monkeypatch, read_batches, (path,), False, max_reads=max_reads, block_size=4096)
 
 
 @pytest.fixture(scope="module")
@@ -630,15 +620,15 @@ def many_records():
 
 def test_fast_path_hands_out_reads_while_reading(tmp_path, monkeypatch, many_records):
     # Blocks much smaller than the file: reads come out block by block (holding back the last 128 kB).
-    monkeypatch.setattr(reads_module, "_FASTQ_BLOCK", 50_000)
     _, text = many_records
     path = write(tmp_path, "m.fq", text)
-    src = reads_module._Source(path)
+    # the per-file reader is private: whether it has more blocks to read is visible only there
+    src = reads_module._Source(path, block_size=50_000)
     first, n = src.take(100)
     assert n == 100 and src._reading  # returned before the whole file was read
     src.close()
     for max_reads in (100, 1000):
-        same_both_ways(monkeypatch, read_batches, (path,), False, max_reads=max_reads)
+        same_both_ways(monkeypatch, read_batches, (path,), False, max_reads=max_reads, block_size=50_000)
 
 
 def crlf_at(text, i):
@@ -700,14 +690,13 @@ def test_fallback_truncated_gzip(tmp_path, monkeypatch, keep):
 
 @pytest.mark.parametrize("max_reads,max_bases", [(None, None), (2, None), (9, None), (None, 300), (10, 1000)])
 def test_fast_pairs_and_interleaved(tmp_path, monkeypatch, max_reads, max_bases):
-    monkeypatch.setattr(reads_module, "_FASTQ_BLOCK", 1000)
     rng = random.Random(24)
     r1 = [(n.split("/")[0].split(".")[0], c, s, q, rep) for n, c, s, q, rep in varied_records(rng, 120)]
     r2 = [(n, " 2:N:0", s[::-1], q[::-1], not rep) for n, _, s, q, rep in r1]
     p1 = write(tmp_path, "a_1.fq", varied_text(r1, "/1"))
     p2 = write(tmp_path, "a_2.fq.gz", varied_text(r2, "/2"), compress="gz")
     pi = write(tmp_path, "ai.fq", "".join(varied_text([a], "/1") + varied_text([b], "/2") for a, b in zip(r1, r2)))
-    limits = dict(max_reads=max_reads, max_bases=max_bases)
+    limits = dict(max_reads=max_reads, max_bases=max_bases, block_size=1000)
     pairs, _, _ = same_both_ways(monkeypatch, read_pair_batches, (p1, p2), False, **limits)
     inter, _, _ = same_both_ways(monkeypatch, read_interleaved_batches, (pi,), False, **limits)
     assert [b[3] for b in pairs] == [b[3] for b in inter]  # the same names, /1 and /2 removed
@@ -742,12 +731,9 @@ REAL_PAIRS = [
 ]
 
 
-@needs_data
 @pytest.mark.parametrize("where,name1,name2", REAL_PAIRS)
 def test_fast_path_real_reads(monkeypatch, where, name1, name2):
-    p1, p2 = os.path.join(DATA, where, name1), os.path.join(DATA, where, name2)
-    if not (os.path.exists(p1) and os.path.exists(p2)):
-        pytest.skip(f"{where} reads are absent from {DATA}")
+    p1, p2 = str(require_shared_data(where, name1)), str(require_shared_data(where, name2))
     batches, _, _ = same_both_ways(monkeypatch, read_pair_batches, (p1, p2), False, max_reads=10000)
     assert sum(b[0] for b in batches) > 0
     same_both_ways(monkeypatch, read_batches, (p1,), False, max_reads=30000)

@@ -6,6 +6,7 @@ several q / step / mask settings, and on the real sarscov2, yeast and chr20 refe
 """
 import gzip
 import hashlib
+import os
 import re
 import shutil
 
@@ -214,18 +215,17 @@ def test_random_genomes_match_brute_force(tmp_path, seed, q, step, mask):
 
 
 @pytest.mark.parametrize("round_keys,sort_group,block", [(1, 1, 3), (50, 7, 64), (1000, 100, 1 << 20)])
-def test_rounds_groups_and_writes_do_not_change_the_result(tmp_path, monkeypatch, round_keys, sort_group, block):
+def test_rounds_groups_and_writes_do_not_change_the_result(tmp_path, round_keys, sort_group, block):
     """Tiny scatter rounds (each sorted twice: a counting and a writing sweep), sort groups and write blocks
     (the code paths of a human genome) give the same P, and no temporary file is left."""
     rng = np.random.default_rng(round_keys)
     fa = tmp_path / "g.fa"
     records = write_fasta(fa, random_genome(rng, 6), rng)
-    monkeypatch.setattr(reference, "SORT_GROUP", sort_group)
-    monkeypatch.setattr(reference, "FLUSH_ELEMENTS", block)
-    monkeypatch.setattr(reference, "CHUNK", max(1, block // 2))  # compressed: several chunks per write
+    # compressed: several chunks per write
+    sizes = dict(round_keys=round_keys, sort_group=sort_group, flush_elements=block, chunk=max(1, block // 2))
     for q, mask, compress in ((16, 10, False), (6, 0, True), (4, 300, False)):
         out = tmp_path / f"g{q}.h5"
-        build_index(fa, out, q=q, step=1, mask_threshold=mask, round_keys=round_keys, compress=compress)
+        build_index(fa, out, q=q, step=1, mask_threshold=mask, compress=compress, **sizes)
         check_index(out, records, q, 1, mask)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.fa", "g16.h5", "g4.h5", "g6.h5"]
 
@@ -315,8 +315,10 @@ def test_bad_parameters(tmp_path, kwargs):
 # ---------------------------------------------------------------- atomic writing and reader validation
 
 
-@pytest.mark.parametrize("where", ["_plan_rounds", "_sort_qgrams", "replace"])
+@pytest.mark.parametrize("where", ["counting", "writing", "replace"])
 def test_interrupted_build_leaves_nothing(tmp_path, monkeypatch, where):
+    """Ctrl-C while the q-grams are sorted (before the table's datasets exist, or while they are written) or
+    at the final rename: the temporary file goes, the old index stays."""
     fa = tmp_path / "g.fa"
     fa.write_text(">a\n" + "ACGTTGCA" * 50 + "\n")
     out = tmp_path / "g.h5"
@@ -326,12 +328,14 @@ def test_interrupted_build_leaves_nothing(tmp_path, monkeypatch, where):
     def boom(*a, **k):
         raise KeyboardInterrupt
 
+    def log(message):  # with several scatter rounds, each sweep of the sort reports its rounds
+        if message.startswith(f"sorting q-grams ({where})"):
+            boom()
+
     if where == "replace":
-        monkeypatch.setattr(reference.os, "replace", boom)
-    else:
-        monkeypatch.setattr(reference, where, boom)
+        monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(KeyboardInterrupt):
-        build_index(fa, out, q=5)
+        build_index(fa, out, q=5, log=log, round_keys=16, sort_group=16)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.fa", "g.h5"]
     assert out.read_bytes() == before  # the old index is untouched
 
@@ -444,12 +448,14 @@ def test_sarscov2(sarscov2_index, sarscov2_fasta):
     check_index(sarscov2_index, parse_fasta(sarscov2_fasta), 16, 1, reference.DEFAULT_MASK_THRESHOLD)
 
 
+@pytest.mark.slow
 def test_yeast(yeast_index, yeast_fasta):
     records = parse_fasta(yeast_fasta)
     assert len(records) == 17
     check_index(yeast_index, records, 16, 1, reference.DEFAULT_MASK_THRESHOLD)
 
 
+@pytest.mark.slow
 def test_chr20(chr20_index, chr20_fasta):
     """Round trip, N runs, md5 exactly; P checked for its invariants (a full lexsort of 60 M would be slow)."""
     records = parse_fasta(chr20_fasta)

@@ -4,7 +4,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -14,7 +13,8 @@ import pysam
 import pytest
 
 import sam_oracle
-from peanut_py import sam, sam_records
+from helpers import REPO, needs_tool, require_shared_data
+from peanut_py import sam
 from peanut_py.errors import PeanutError
 from peanut_py.reads import read_batches, read_pair_batches
 
@@ -230,6 +230,7 @@ def test_empty_read_and_unmapped_lines(written):
     assert all(l[-1] == "RG:Z:grp1" for l in lines.values())
 
 
+@needs_tool("samtools")
 def test_tools_accept_output(scenario, written):
     for fmt in ("sam", "bam"):
         subprocess.run(["samtools", "quickcheck", written[fmt]], check=True)
@@ -245,7 +246,8 @@ def test_tools_accept_output(scenario, written):
     assert calmd.returncode == 0 and "different" not in calmd.stderr, calmd.stderr
 
 
-@pytest.mark.skipif(shutil.which("PicardCommandLine") is None, reason="Picard (Debian picard-tools) not installed")
+@needs_tool("PicardCommandLine", "Picard (Debian picard-tools)")
+@needs_tool("samtools")
 def test_picard_validates(scenario, written, tmp_path):
     ref = tmp_path / "ref.fa"
     shutil.copy(scenario["ref_path"], ref)
@@ -395,8 +397,7 @@ else:
 def test_interrupted_process_leaves_no_file(tmp_path, mode, ext):
     out = tmp_path / "out"
     out.mkdir()
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = SCRIPT.format(root=root, path=str(out / f"o.{ext}"), header=HEADER, line=LINE, mode=mode)
+    code = SCRIPT.format(root=str(REPO), path=str(out / f"o.{ext}"), header=HEADER, line=LINE, mode=mode)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     if mode == "sigint":
         assert run.returncode != 0 and "KeyboardInterrupt" in run.stderr
@@ -405,14 +406,10 @@ def test_interrupted_process_leaves_no_file(tmp_path, mode, ext):
     assert os.listdir(out) == []
 
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
-
-
-@pytest.mark.skipif(not os.path.isdir(DATA), reason="../shared/data (real reads) is absent")
 def test_phix_records_equal_strobealign_lines():
     """Formatting strobealign's alignments of the phix torture reads reproduces its lines exactly
     (reverse-strand SEQ/QUAL, lowercase input, empty reads, unmapped mates placed beside their mate)."""
-    d = os.path.join(DATA, "phix")
+    d = str(require_shared_data("phix"))
     (batch,) = list(read_pair_batches(os.path.join(d, "phix.1.fastq"), os.path.join(d, "phix.2.fastq")))
     with open(os.path.join(d, "phix.pe.sam")) as f:
         lines = [line for line in f if not line.startswith("@")]

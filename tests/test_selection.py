@@ -1,4 +1,4 @@
-"""Best-stratum selection (kernels/select.cl) against a NumPy statement of its rule, and its promise on real
+"""Best-stratum selection (selection.py, peanut_py/kernels/select.cl) against a NumPy statement of its rule, and its promise on real
 reads: the same best stratum as validating every candidate."""
 from types import SimpleNamespace
 
@@ -7,9 +7,8 @@ import pyopencl.array as cla
 import pysam
 import pytest
 
-from conftest import REPO, run_cli
+from helpers import EXAMPLE, run_cli
 from peanut_py.device_stage import DeviceStage
-from peanut_py.device import Device
 from peanut_py.filtration import DEFAULT_COLLAPSE_GAP, guaranteed_votes
 from peanut_py.mapping import open_index
 from peanut_py.ranking import rank_hits
@@ -18,11 +17,6 @@ from peanut_py.resident import ResidentReference
 from peanut_py.selection import BestStratumSelection
 
 Q, STEP = 16, 1
-
-
-@pytest.fixture(scope="module")
-def device():
-    return Device(None)
 
 
 def reference_selection(rs, votes, dist, keep, lengths, masked, n_reads, margin, delta, ratio, q, step, gap):
@@ -114,6 +108,7 @@ def best_stratum(result, n_reads):
     return out
 
 
+@pytest.mark.slow
 def test_same_best_stratum_on_real_reads(device, chr20_index, shared_data):
     """NA12878 chr20 reads: selection validates far fewer candidates, and every read's best edit distance
     and best-stratum loci (within the duplicate window of 8 bp) are those of validating every candidate."""
@@ -139,7 +134,7 @@ def test_same_best_stratum_on_real_reads(device, chr20_index, shared_data):
 
 def test_validate_all_gives_the_same_primary_hits(example_index, tmp_path):
     """`peanut map` with and without --validate-all: every read's primary placement is the same."""
-    reads = REPO / "index" / "example" / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
+    reads = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
     outs = []
     for extra in ([], ["--validate-all"]):
         out = tmp_path / f"out{len(outs)}.sam"

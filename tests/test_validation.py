@@ -8,7 +8,6 @@ alignment to that end costs that distance (computed by a backward dynamic progra
 import bisect
 import gzip
 import itertools
-import pathlib
 import random
 from collections import Counter
 from fractions import Fraction
@@ -18,7 +17,8 @@ import numpy as np
 import pyopencl.array as cla
 import pytest
 
-from peanut_py.device import Device
+from device_inputs import COMPLEMENT, read_buffer
+from helpers import require_shared_data
 from peanut_py.errors import PeanutError
 from peanut_py.validation import (
     NO_ALIGNMENT,
@@ -30,14 +30,13 @@ from peanut_py.validation import (
     validate_hits,
 )
 
-DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "human"
 CONTIG_GAP = 1024
-COMPLEMENT = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
 INF = 1 << 40
 
 
 # ---------------------------------------------------------------------------------------------------------
-# inputs in the shapes of resident.py / qgroup.py / filtration.py (host building and packing done here)
+# inputs in the shapes of resident.py / qgroup.py / filtration.py (host building and packing done here; the
+# read buffer is device_inputs.read_buffer)
 
 
 class Genome:
@@ -74,26 +73,6 @@ class Genome:
             contig_ends=cla.to_device(queue, self.ends.astype(np.uint32)),
             n_contigs=len(self.offsets),
         )
-
-
-def read_buffer(queue, reads):
-    """Each read forward then reverse complement; rs = 2 * read + strand."""
-    strands = []
-    for r in reads:
-        r = np.asarray(r, dtype=np.uint8)
-        strands += [r, COMPLEMENT[r[::-1]]]
-    starts = np.zeros(len(strands) + 1, dtype=np.uint32)
-    starts[1:] = np.cumsum([len(s) for s in strands])
-    text = np.concatenate(strands) if strands else np.zeros(0, np.uint8)
-    host = SimpleNamespace(strands=strands)
-    dev = SimpleNamespace(
-        text=cla.to_device(queue, text if len(text) else np.zeros(1, np.uint8)),
-        rs_start=cla.to_device(queue, starts),
-        n_reads=len(reads),
-        n_rs=len(strands),
-        rs_start_host=starts,
-    )
-    return dev, host
 
 
 def candidate_set(queue, rs, diag_lo, diag_hi):
@@ -232,11 +211,6 @@ def assert_same(dev, ref, cands, strands):
 
 
 # ---------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def device():
-    return Device()
 
 
 def levenshtein(a, b):
@@ -472,9 +446,7 @@ REGION = (9_900_000, 10_200_000)
 
 @pytest.fixture(scope="session")
 def chr20_region():
-    fa = DATA / "GRCh37_chr20.fa.gz"
-    if not fa.exists():
-        pytest.skip(f"{fa} not found (shared data absent)")
+    fa = require_shared_data("human", "GRCh37_chr20.fa.gz")
     lut = np.full(256, 4, dtype=np.uint8)
     for i, c in enumerate(b"ACGT"):
         lut[c] = lut[c + 32] = i
@@ -496,7 +468,8 @@ def chr20_region():
 
 def test_real_reads_against_chr20(device, chr20_region):
     pysam = pytest.importorskip("pysam")
-    bam_path, fq_path = DATA / "NA12878_S1.chr20.10_10p1mb.bam", DATA / "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz"
+    bam_path = require_shared_data("human", "NA12878_S1.chr20.10_10p1mb.bam")
+    fq_path = require_shared_data("human", "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz")
     lut = np.full(256, 4, dtype=np.uint8)
     for i, c in enumerate(b"ACGT"):
         lut[c] = lut[c + 32] = i

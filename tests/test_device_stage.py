@@ -1,15 +1,13 @@
-"""DeviceStage: the device stage of one batch; its warm-up builds what the batches then use."""
+"""DeviceStage (device_stage.py): the device stage of one batch; its warm-up builds what the batches then use."""
 import pytest
 
-from conftest import REPO
+from helpers import EXAMPLE
 from peanut_py import rescue
 from peanut_py.device_stage import DeviceStage
 from peanut_py.device import Device
 from peanut_py.mapping import open_index
 from peanut_py.reads import read_batches, read_pair_batches
 from peanut_py.resident import ResidentReference
-
-EXAMPLE = REPO / "index" / "example"
 
 
 @pytest.mark.parametrize("best_stratum", [True, False])
@@ -21,13 +19,13 @@ def test_warm_up_builds_every_program_a_batch_uses(example_index, best_stratum):
     core = DeviceStage(device, resident, best_stratum=best_stratum)
     core.warm_up()
     rescue.build_programs(device)
-    built = set(device._built)
+    built = device.built_keys()
     assert any(k[:2] == ("program", "qgroup") for k in built) and "where" in built
     batch = next(read_pair_batches(str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"),
                                    str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R2.fastq.gz"), max_reads=4000))
     result = core.map_batch(batch.codes, batch.offsets)
     assert len(result.rs) > 0.9 * batch.n
-    assert set(device._built) == built
+    assert device.built_keys() == built
 
 
 def test_warm_up_errors_are_left_to_the_batch(example_index, tmp_path):

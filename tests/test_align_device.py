@@ -1,18 +1,15 @@
-"""kernels/affine.cl (affine.align_batch_device) against align.pyx's align_batch and the plain-Python full-matrix
-Gotoh of tests/test_align.py: every output field and the MD strings must be identical, on random pairs with
-planted edits and N bases, several scoring schemes, band edge cases, split launches, and real NA12878 reads."""
-import os
-
+"""peanut_py/kernels/affine.cl (align_device.align_batch_device) against _align.pyx's align_batch and the
+plain-Python full-matrix Gotoh of tests/align_oracle.py: every output field and the MD strings must be
+identical, on random pairs with planted edits and N bases, several scoring schemes, band edge cases, split
+launches, and real NA12878 reads."""
 import numpy as np
 import pytest
 
-import peanut_py.align_device as affine
+# the reference implementation and the pair generators the CPU aligner's tests use too
+from align_oracle import (BAM, BWA_MEM, FASTQ, REGION, load_region, make_batch, random_pair, ref_align,
+                          require_real_data, to_codes)
 from peanut_py.align_device import align_batch_device
 from peanut_py.align import MAX_LENGTH, align_batch, cigar_string, md_batch
-from peanut_py.device import Device
-# the reference implementation and the pair generators of the CPU aligner's tests (pytest puts tests/ on sys.path)
-from test_align import BAM, BWA_MEM, FASTQ, REF_FA, REGION, _load_region, _to_codes, make_batch, random_pair, \
-    ref_align
 
 SCHEMES = {
     "bwa": BWA_MEM,                                        # 1/4/6/1, bwa-mem's defaults
@@ -21,11 +18,6 @@ SCHEMES = {
     "linear": dict(A=5, B=4, O=0, E=3, ambig=0, clip=12),  # linear gaps, free N
 }
 FIELDS = ("pos", "ref_end", "read_begin", "read_end", "score", "nm", "cigar", "cigar_offsets")
-
-
-@pytest.fixture(scope="module")
-def device():
-    return Device()
 
 
 def assert_same_batch(got, want):
@@ -176,7 +168,7 @@ def test_threads_share_a_device(device):
                                       whole.cigar[whole.cigar_offsets[a + p]:whole.cigar_offsets[a + p + 1]])
 
 
-def test_split_launches_give_identical_results(device, monkeypatch):
+def test_split_launches_give_identical_results(device):
     """A budget of a few pairs' scratch splits the batch into many launches (one pair per launch where a wide
     band does not fit); results equal one launch's and the CPU's, for both layouts."""
     rng = np.random.default_rng(5)
@@ -186,37 +178,37 @@ def test_split_launches_give_identical_results(device, monkeypatch):
     args = batch(pairs, rng)
     local = rng.random(len(pairs)) < 0.5
     want = align_batch(*args, local, **BWA_MEM)
-    launches = []
-    real = affine._run_launch
-    monkeypatch.setattr(affine, "_run_launch", lambda *a: launches.append(a[3] - a[2]) or real(*a))
+    # slots are sized by the batch's largest pair (300 x 401 traceback bytes): 1 MB holds a few pairs' scratch
     for layout in ("item", "interleaved"):
-        launches.clear()
-        assert_same_batch(align_batch_device(device, *args, local, **BWA_MEM, layout=layout), want)
+        launches = []
+        assert_same_batch(align_batch_device(device, *args, local, **BWA_MEM, layout=layout, launches=launches),
+                          want)
         assert launches == [len(pairs)]
-        launches.clear()
-        budget = 20 * affine._slot_bytes(*affine._slots(np.diff(args[1]), np.full(len(pairs), 60)))
-        got = align_batch_device(device, *args, local, **BWA_MEM, layout=layout, memory_budget=budget)
+        launches = []
+        got = align_batch_device(device, *args, local, **BWA_MEM, layout=layout, memory_budget=1_000_000,
+                                 launches=launches)
         assert_same_batch(got, want)
-        assert sum(launches) == len(pairs) and len(launches) > 3
-        launches.clear()
-        got = align_batch_device(device, *args, local, **BWA_MEM, layout=layout, memory_budget=1)
+        assert sum(launches) == len(pairs) and len(launches) > 3 and max(launches) > 1
+        launches = []
+        got = align_batch_device(device, *args, local, **BWA_MEM, layout=layout, memory_budget=1,
+                                 launches=launches)
         assert_same_batch(got, want)
         assert launches == [1] * len(pairs)
 
 
-def test_empty_batch_and_kernel_cache(device, monkeypatch):
+def test_empty_batch_and_kernel_cache(device):
     empty = np.zeros(0, np.uint8)
     got = align_batch_device(device, empty, [0], empty, [0], 0, 0, 0, True)
     assert_same_batch(got, align_batch(empty, [0], empty, [0], 0, 0, 0, True))
-    builds = []
-    real = device.program
-    monkeypatch.setattr(device, "program", lambda *a, **k: builds.append(k) or real(*a, **k))
     read = np.array([0, 1, 2, 3, 0, 1], np.uint8)
-    for _ in range(2):
-        align_batch_device(device, read, [0, 6], read, [0, 6], 0, 0, 0, True, A=3, B=7, O=2, E=2, ambig=0, clip=9)
-    assert len(builds) <= 1  # compiled (at most) once per device and scoring
+    align_batch_device(device, read, [0, 6], read, [0, 6], 0, 0, 0, True, A=3, B=7, O=2, E=2, ambig=0, clip=9)
+    built = device.built_keys()
+    assert any(k[:2] == ("program", "affine") and ("CLIP", 9) in k[2] for k in built)
+    align_batch_device(device, read, [0, 6], read, [0, 6], 0, 0, 0, True, A=3, B=7, O=2, E=2, ambig=0, clip=9)
+    assert device.built_keys() == built  # compiled once per device and scoring
     align_batch_device(device, read, [0, 6], read, [0, 6], 0, 0, 0, True, A=3, B=7, O=2, E=2, ambig=0, clip=8)
-    assert builds[-1]["CLIP"] == 8
+    new = device.built_keys() - built
+    assert any(k[:2] == ("program", "affine") and ("CLIP", 8) in k[2] for k in new)
 
 
 @pytest.mark.parametrize("call", [
@@ -251,11 +243,10 @@ def test_rejects_unknown_layout(device):
 def real_batch():
     """~400 primary R1 reads of the FASTQ, in read orientation of the BAM, with windows +-10 around bwa's
     placement (band diagonals [0, 20]) and, for every fourth read, +-30 shifted by 7 (band [0, 60])."""
-    if not all(os.path.exists(p) for p in (REF_FA, BAM, FASTQ)):
-        pytest.skip("../shared/data/human (GRCh37 chr20, NA12878 BAM and FASTQ) is not available")
+    require_real_data()
     pysam = pytest.importorskip("pysam")
     placed = {}
-    with pysam.AlignmentFile(BAM) as bam:
+    with pysam.AlignmentFile(str(BAM)) as bam:
         for r in bam.fetch(until_eof=True):
             if r.is_unmapped or r.is_secondary or r.is_supplementary or not r.is_read1:
                 continue
@@ -263,16 +254,16 @@ def real_batch():
                 placed.setdefault(r.query_name, (r.reference_start, r.reference_end, r.is_reverse))
     comp = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
     reads = []
-    with pysam.FastxFile(FASTQ) as f:
+    with pysam.FastxFile(str(FASTQ)) as f:
         for k, rec in enumerate(f):
             name = rec.name.split("/")[0]
             if k % 7 == 0 and name in placed:
-                read = _to_codes(rec.sequence)
+                read = to_codes(rec.sequence)
                 reads.append((comp[read[::-1]] if placed[name][2] else read, *placed[name][:2]))
             if len(reads) == 400:
                 break
     assert len(reads) == 400
-    ref = _load_region(*REGION)
+    ref = load_region(*REGION)
     pairs, gs = [], []
     for k, (read, start, end) in enumerate(reads):
         pad, shift = (30, 7) if k % 4 == 0 else (10, 0)

@@ -1,5 +1,6 @@
-"""Paired-end model (pairs.py) on hand-computed cases, and mate rescue (rescue.py + kernels/rescue.cl): the
-device's alignment of every rescue window must equal a plain-Python dynamic program exactly."""
+"""Paired-end model (pairs.py, insert_size.py) on hand-computed cases, and mate rescue (rescue.py +
+peanut_py/kernels/rescue.cl): the device's alignment of every rescue window must equal a plain-Python dynamic
+program exactly."""
 import math
 import random
 from types import SimpleNamespace
@@ -8,19 +9,16 @@ import numpy as np
 import pyopencl.array as cla
 import pytest
 
-from test_validation import read_buffer
-
 import pair_oracle
+from device_inputs import COMPLEMENT, read_buffer
 from peanut_py import insert_size as isz
 from peanut_py import mapq, pairs, rescue
-from peanut_py.device import Device
 from peanut_py.errors import PeanutError
 from peanut_py.options import MapOptions, Scoring
 
 OPTS = MapOptions()
 SCORING = OPTS.scoring
 CONTIG_GAP = 1024
-COMPLEMENT = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
 NEG = -(1 << 30)
 
 
@@ -230,7 +228,7 @@ def test_rescue_windows_merge_and_clip():
 
 
 def reference_rescue(read, window, A=1, B=4, O=6, E=1, ambig=1, clip=5, local=True):
-    """(score, end_i, end_j, start_diag) by the rules of kernels/rescue.cl, written as plain full matrices."""
+    """(score, end_i, end_j, start_diag) by the rules of peanut_py/kernels/rescue.cl, as plain full matrices."""
     m, W = len(read), len(window)
     go, ge = O + E, E
     H = [[NEG] * (W + 1) for _ in range(m + 1)]
@@ -299,11 +297,6 @@ class Genome:
         return w  # ambiguous bases are stored as 4 in codes
 
 
-@pytest.fixture(scope="module")
-def device():
-    return Device()
-
-
 def mutate(rng, seq, rate):
     out = []
     for c in seq:
@@ -357,7 +350,7 @@ def rescue_cases(rng, genome_seq, n_cases):
 
 def run_kernel(device, genome, reads, tasks, opts, group=None):
     q = device.queue
-    buf, host = read_buffer(q, reads)  # the validation tests' read buffer: forward, then reverse complement
+    buf, host = read_buffer(q, reads)  # forward, then reverse complement, as validation reads them
     res = SimpleNamespace(packed=cla.to_device(q, genome.packed), ambiguous=cla.to_device(q, genome.ambiguous))
     rs, lo, hi = (np.array(c, dtype=np.int64) for c in zip(*tasks))
     return (rescue.align_windows(device, res, buf.text.get(), buf.rs_start_host, rs, lo, hi, opts, group=group),

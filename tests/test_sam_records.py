@@ -1,8 +1,9 @@
-"""sam_records.pyx (SAM text of single-end and paired chunks without the GIL) against the plain Python formatters it
-replaced: per-read (per-pair) record selection here, sam_oracle.format_records for the lines. Byte-identical on real
-reads and pairs, with the XA tag or 0x100 records, read groups, FASTA input, reverse-strand and unmapped reads,
-and for pairs unmapped mates, mate fields, TLEN and MC; the pair placement with pairchoice.pyx's Python
-reference (tests/test_pairchoice.py)."""
+"""_sam_records.pyx (SAM text of single-end and paired chunks without the GIL) against the plain Python formatters
+it replaced: per-read (per-pair) record selection here, sam_oracle.format_records for the lines. Byte-identical on
+real reads and pairs, with the XA tag or 0x100 records, read groups, FASTA input, reverse-strand and unmapped
+reads, and for pairs unmapped mates, mate fields, TLEN and MC; the pair placement with _pair_choice.pyx's Python
+reference (pair_oracle.reference_choose_pairs, also tested in tests/test_pair_choice.py). The Python versions
+replace Postprocessor's public format_chunk, format_pair_chunk and place_pairs in a subclass."""
 import gzip
 import itertools
 import random
@@ -11,15 +12,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import REPO
-from test_align import check_consistency
 import pair_oracle
 import sam_oracle
-from peanut_py import postprocess as report_module
+from align_oracle import check_consistency
+from helpers import EXAMPLE, run_cli, sam_body
+from pair_oracle import reference_choose_pairs
 from peanut_py import sam_records
 from peanut_py.align import cigar_string
 from peanut_py.device_stage import DeviceResult, DeviceStage
-from peanut_py.device import Device
 from peanut_py.mapping import open_index
 from peanut_py.insert_size import estimate_insert_size, insert_sample
 from peanut_py.reads import read_batches, read_pair_batches
@@ -28,7 +28,7 @@ from peanut_py.postprocess import Postprocessor
 from peanut_py.rescue import merge_hits, rescue_batch
 from peanut_py.resident import ResidentReference
 
-READS = REPO / "index" / "example" / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
+READS = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
 # what the formatter distinguishes: XA or 0x100 records, read groups, one or all strata
 OPTION_SETS = [
     MapOptions(),
@@ -50,7 +50,7 @@ def xa_tag(names, offsets, contig, strand, aln, hits):
 
 
 def reference_records(post, batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq):
-    """The records of a chunk as Postprocessor built them in Python before sam_records.pyx."""
+    """The records of a chunk as Postprocessor built them in Python before _sam_records.pyx."""
     opts = post.opts
     text, offsets = md
     md = [bytes(text[a:b]).decode() for a, b in zip(offsets[:-1], offsets[1:])]
@@ -83,8 +83,7 @@ def reference_records(post, batch, r0, n_reads, report, first, strand, contig, a
 
 
 @pytest.fixture(scope="module")
-def mapped_example(example_index):
-    device = Device(None)
+def mapped_example(device, example_index):
     index = open_index(example_index)
     resident = ResidentReference.from_index(device, index)
     genome = index.codes(0, int(index.offsets[-1] + index.lengths[-1]))
@@ -111,7 +110,7 @@ def fasta_variant(tmp_path):
 
 @pytest.mark.parametrize("opts", OPTION_SETS, ids=OPTION_IDS)
 @pytest.mark.parametrize("fmt", ["fastq", "fasta"])
-def test_same_text_as_the_python_formatter(mapped_example, opts, fmt, tmp_path, monkeypatch):
+def test_same_text_as_the_python_formatter(mapped_example, opts, fmt, tmp_path):
     device, index, resident, genome = mapped_example
     path = READS if fmt == "fastq" else fasta_variant(tmp_path)
     batch = next(read_batches(str(path)))
@@ -119,8 +118,7 @@ def test_same_text_as_the_python_formatter(mapped_example, opts, fmt, tmp_path, 
     result = core.map_batch(batch.codes, batch.offsets)
     post = Postprocessor(index, genome, opts)
     fast = [step() for step in post.chunk_steps(batch, result, 3)]
-    monkeypatch.setattr(Postprocessor, "format_chunk", reference_records)
-    slow = [step() for step in post.chunk_steps(batch, result, 3)]
+    slow = [step() for step in PythonPostprocessor(index, genome, opts).chunk_steps(batch, result, 3)]
     assert [(t.decode(), n, c) for t, n, c in fast] == slow
     text = b"".join(t for t, _, _ in fast).decode()
     flags = [int(line.split("\t")[1]) for line in text.splitlines()]
@@ -135,9 +133,9 @@ def test_same_text_as_the_python_formatter(mapped_example, opts, fmt, tmp_path, 
 
 
 def test_md_of_the_aligned_hits_is_consistent(mapped_example):
-    """The MD text the formatter receives (md_flat, from Postprocessor._align) describes every aligned hit of
-    real reads exactly: rebuilt from read, CIGAR and MD it gives the reference, and NM counts its edits
-    (test_align.check_consistency); hits without alignment have an empty MD."""
+    """The MD text the formatter receives (md_flat, from Postprocessor.align_hits) describes every aligned hit
+    of real reads exactly: rebuilt from read, CIGAR and MD it gives the reference, and NM counts its edits
+    (align_oracle.check_consistency); hits without alignment have an empty MD."""
     device, index, resident, genome = mapped_example
     opts = MapOptions(mode="all", max_hits=20, min_identity=0.7)
     batch = next(read_batches(str(READS)))
@@ -145,7 +143,7 @@ def test_md_of_the_aligned_hits_is_consistent(mapped_example):
     post = Postprocessor(index, genome, opts)
     read = (result.rs >> 1).astype(np.int64)
     strand = (result.rs & 1).astype(bool)
-    aln, (text, offsets), _ = post._align(batch, read, strand, result.ref_start, result.ref_end)
+    aln, (text, offsets), _ = post.align_hits(batch, read, strand, result.ref_start, result.ref_end)
     md = [bytes(text[a:b]).decode() for a, b in zip(offsets[:-1], offsets[1:])]
     assert len(md) > 2000
     assert sum(m == "" for m in md) == int((aln.pos < 0).sum())
@@ -163,10 +161,8 @@ def test_md_of_the_aligned_hits_is_consistent(mapped_example):
 
 @pytest.mark.parametrize("extra", [[], ["-p"]], ids=["single", "paired"])
 def test_align_on_device_gives_identical_sam(example_index, tmp_path, extra):
-    """`peanut map --align-on device` (kernels/affine.cl from the postprocessing threads) writes the same
-    SAM as the default CPU alignment, single-end and paired-end, with two threads."""
-    from conftest import run_cli, sam_body
-
+    """`peanut map --align-on device` (peanut_py/kernels/affine.cl from the postprocessing threads) writes the
+    same SAM as the default CPU alignment, single-end and paired-end, with two threads."""
     if extra:
         reads = tmp_path / "interleaved.fq"
         with gzip.open(READS, "rt") as f1, gzip.open(str(READS).replace("_R1", "_R2"), "rt") as f2, \
@@ -188,12 +184,12 @@ def test_align_on_device_gives_identical_sam(example_index, tmp_path, extra):
 
 # --- pairs ------------------------------------------------------------------------------------------------------
 
-READS2 = REPO / "index" / "example" / "NA12878_chr20_slice_2000pairs_R2.fastq.gz"
+READS2 = EXAMPLE / "NA12878_chr20_slice_2000pairs_R2.fastq.gz"
 
 
 def reference_pair_records(post, batch, r0, n_reads, prim, rep_ptr, rep_item, strand, contig, aln, md, mapped, sub,
                            mapq, proper):
-    """The records of a chunk of pairs as Postprocessor._pair_records built them in Python before sam_records.pyx."""
+    """The records of a chunk of pairs as Postprocessor built them in Python before _sam_records.pyx."""
     opts = post.opts
     names, offsets = post.names, post.offsets
     reported = [rep_item[rep_ptr[r]:rep_ptr[r + 1]].tolist() for r in range(n_reads)]
@@ -269,6 +265,16 @@ def reference_pair_records(post, batch, r0, n_reads, prim, rep_ptr, rep_item, st
     return text, n_reads, counts
 
 
+class PythonPostprocessor(Postprocessor):
+    """Postprocessor with the plain Python records and pair placement in place of the Cython ones."""
+
+    format_chunk = reference_records
+    format_pair_chunk = reference_pair_records
+
+    def place_pairs(self, *args):
+        return reference_choose_pairs(*args, self.opts.scoring)
+
+
 def pair_files(tmp_path, fmt, junk):
     """The example pairs as given (fastq), as FASTA with lowercase reads, an N run and an empty mate (fasta),
     or with mates replaced by random sequence (junk: some mate 1, some mate 2 and the first three pairs whole),
@@ -300,8 +306,8 @@ def pair_files(tmp_path, fmt, junk):
 
 
 def map_pair_batch(device, resident, post, batch, opts, with_insert_size=True):
-    """The device result of a batch of pairs as paired_mapping.map_pairs gets it: mapped, insert size estimated
-    from the batch, mates rescued."""
+    """The device result of a batch of pairs as map_paired.py gets it: mapped, insert size estimated from the
+    batch, mates rescued."""
     core = DeviceStage(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
     result = core.map_batch(batch.codes, batch.offsets)
     if not with_insert_size:
@@ -317,18 +323,17 @@ def map_pair_batch(device, resident, post, batch, opts, with_insert_size=True):
 
 
 @pytest.fixture(scope="module")
-def mapped_split(tmp_path_factory):
+def mapped_split(device, tmp_path_factory):
     """The example slice cut into 8 contigs of 25 kb: the pairs across a cut have their mates on two contigs."""
     from peanut_py.reference import build_index
 
-    with gzip.open(REPO / "index" / "example" / "chr20_slice.fa.gz", "rt") as f:
+    with gzip.open(EXAMPLE / "chr20_slice.fa.gz", "rt") as f:
         seq = "".join(f.read().splitlines()[1:])
     d = tmp_path_factory.mktemp("split")
     with open(d / "split.fa", "w") as o:
         for i in range(0, len(seq), 25_000):
             o.write(f">part{i // 25_000}\n{seq[i:i + 25_000]}\n")
     build_index(d / "split.fa", d / "split.h5", command_line="tests/test_sam_records.py")
-    device = Device(None)
     index = open_index(d / "split.h5")
     resident = ResidentReference.from_index(device, index)
     genome = index.codes(0, int(index.offsets[-1] + index.lengths[-1]))
@@ -340,19 +345,15 @@ def mapped_split(tmp_path_factory):
 @pytest.mark.parametrize("fmt, junk, split", [("fastq", False, False), ("fasta", False, False),
                                               ("fastq", True, False), ("fastq", False, True)],
                          ids=["fastq", "fasta", "junk-mates", "split-contigs"])
-def test_pairs_same_text_as_the_python_formatter(request, opts, fmt, junk, split, tmp_path, monkeypatch):
-    """process_pairs (pairchoice.pyx + sam_records.format_pairs) gives the old Python placement and records."""
-    from test_pairchoice import reference_choose_pairs
-
+def test_pairs_same_text_as_the_python_formatter(request, opts, fmt, junk, split, tmp_path):
+    """process_pairs (_pair_choice.pyx + sam_records.format_pairs) gives the old Python placement and records."""
     device, index, resident, genome = request.getfixturevalue("mapped_split" if split else "mapped_example")
     batch = next(read_pair_batches(*pair_files(tmp_path, fmt, junk)))
     post = Postprocessor(index, genome, opts)
     result, insert_size = map_pair_batch(device, resident, post, batch, opts)
     fast = [step() for step in post.pair_chunk_steps(batch, result, 3, insert_size)]
-    with monkeypatch.context() as patch:
-        patch.setattr(Postprocessor, "format_pair_chunk", reference_pair_records)
-        patch.setattr(report_module, "choose_pairs", reference_choose_pairs)
-        slow = [step() for step in post.pair_chunk_steps(batch, result, 3, insert_size)]
+    python = PythonPostprocessor(index, genome, opts)
+    slow = [step() for step in python.pair_chunk_steps(batch, result, 3, insert_size)]
     assert [(t.decode(), n, c) for t, n, c in fast] == slow
     text = b"".join(t for t, _, _ in fast).decode()
     recs = [line.split("\t") for line in text.splitlines()]
@@ -382,10 +383,8 @@ def test_pairs_same_text_as_the_python_formatter(request, opts, fmt, junk, split
     assert ("\tRG:Z:grp1" in text) == (opts.read_group_id is not None)
 
 
-def test_pairs_without_insert_size_and_chunks_without_hits(mapped_example, tmp_path, monkeypatch):
+def test_pairs_without_insert_size_and_chunks_without_hits(mapped_example, tmp_path):
     """No insert size (nothing paired or proper) and a chunk of pairs none of whose reads has a hit."""
-    from test_pairchoice import reference_choose_pairs
-
     device, index, resident, genome = mapped_example
     opts = MapOptions(secondary=True)
     batch = next(read_pair_batches(*pair_files(tmp_path, "fastq", True)))
@@ -394,13 +393,9 @@ def test_pairs_without_insert_size_and_chunks_without_hits(mapped_example, tmp_p
     cut = int(np.searchsorted(result.rs >> 1, 6))
     assert cut == 0  # the first three pairs are random sequence
     runs = []
-    for patched in (False, True):
-        with monkeypatch.context() as patch:
-            if patched:
-                patch.setattr(Postprocessor, "format_pair_chunk", reference_pair_records)
-                patch.setattr(report_module, "choose_pairs", reference_choose_pairs)
-            empty = post.process_pairs(batch, result, 0, 6, 0, 0, None)
-            steps = [step() for step in post.pair_chunk_steps(batch, result, 2, None)]
+    for formatter in (post, PythonPostprocessor(index, genome, opts)):
+        empty = formatter.process_pairs(batch, result, 0, 6, 0, 0, None)
+        steps = [step() for step in formatter.pair_chunk_steps(batch, result, 2, None)]
         runs.append(([(t if isinstance(t, str) else t.decode(), n, c) for t, n, c in [empty] + steps]))
     assert runs[0] == runs[1]
     empty_text = runs[0][0][0]

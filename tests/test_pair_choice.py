@@ -1,7 +1,8 @@
-"""pairchoice.pyx (pair placement of a chunk without the GIL) against the Python loop it replaced in
-Postprocessor.process_pairs: pair_oracle.pair_score per concordant combination, pair_oracle.choose_pair per pair.
-Equal on random combinations (ties, runner-ups, pairs that stay unpaired, extreme inserts) and on the real
-pairs of tests/test_samtext.py, which runs process_pairs with this reference patched in."""
+"""_pair_choice.pyx (pair placement of a chunk without the GIL) against the Python loop it replaced in
+Postprocessor.process_pairs (pair_oracle.reference_choose_pairs: pair_oracle.pair_score per concordant
+combination, pair_oracle.choose_pair per pair). Equal on random combinations (ties, runner-ups, pairs that stay
+unpaired, extreme inserts) and on the real pairs of tests/test_sam_records.py, which runs process_pairs with
+this reference in place of pair_choice.choose_pairs."""
 import math
 import random
 
@@ -9,27 +10,10 @@ import numpy as np
 import pytest
 
 import pair_oracle
+from pair_oracle import reference_choose_pairs
 from peanut_py import insert_size as isz
-from peanut_py import pairs
 from peanut_py.options import Scoring
 from peanut_py.pair_choice import choose_pairs, pair_score
-
-
-def reference_choose_pairs(pair, rank_a, rank_b, score_a, score_b, insert, own, insert_size, opts):
-    """The placement loop of Postprocessor.process_pairs before pairchoice.pyx (same arguments and results)."""
-    n_reads = len(own)
-    combos = {}
-    for p, ra, rb, sa, sb, ins in zip(*(np.asarray(a).tolist() for a in (pair, rank_a, rank_b, score_a, score_b,
-                                                                           insert))):
-        combos.setdefault(p, []).append((pair_oracle.pair_score(sa, sb, ins, insert_size, opts.match), ra, rb))
-    chosen = np.zeros(n_reads, dtype=np.int64)
-    paired = np.zeros(n_reads // 2, dtype=bool)
-    q_pe = np.full(n_reads // 2, -1, dtype=np.int64)
-    own_l = np.asarray(own).tolist()
-    for p, cs in combos.items():
-        c = pair_oracle.choose_pair(cs, own_l[2 * p] + own_l[2 * p + 1] - pairs.PEN_UNPAIRED, opts)
-        chosen[2 * p], chosen[2 * p + 1], paired[p], q_pe[p] = c.a, c.b, c.paired, c.q_pe
-    return chosen, paired, q_pe
 
 
 def random_chunk(rng, n_pairs, insert_size, score_range):

@@ -1,4 +1,4 @@
-"""postprocess.pyx (duplicate removal, strata, hit-rank) against a plain Python reference."""
+"""_ranking.pyx (ranking.py: duplicate removal, strata, hit-rank) against a plain Python reference."""
 import numpy as np
 import pytest
 
