@@ -9,12 +9,16 @@ The file is read in large blocks and each block is validated, uppercased and str
 """
 import gzip
 import os
+import re
 import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import InputError
+
+# SAM v1.6, section 1.2.1: the names that @SQ SN and RNAME may take.
+SAM_REFERENCE_NAME = re.compile(r"[0-9A-Za-z!#$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*")
 
 BLOCK = 1 << 24  # bytes of decompressed text processed at a time
 
@@ -98,6 +102,14 @@ class _Parser:
             name = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise InputError(self.path, f"line {self.line}: contig name is not valid UTF-8", f"{self.number}") from None
+        if not SAM_REFERENCE_NAME.fullmatch(name):
+            raise InputError(
+                self.path,
+                f"line {self.line}: contig name {name!r} is not a valid SAM reference name (SAM v1.6, 1.2.1: "
+                "printable ASCII without '\\', ',', quotes and brackets, not starting with '*' or '='); "
+                "rename it in the FASTA",
+                f"{self.number}",
+            )
         if name in self.seen:
             raise InputError(
                 self.path,

@@ -53,12 +53,40 @@ PIPELINE_BATCH = 1 << 18
 CPU_PIPELINE_BATCH = 1 << 15
 
 
-def _warm_up(stage, paired):
-    stage.warm_up()
-    if paired:
-        from . import rescue
+# A warm-up still running after this many seconds is compiling kernels, not loading them from a cache.
+COMPILE_NOTICE_AFTER = 1.0
 
-        rescue.build_programs(stage.device)
+
+def _warm_up(stage, paired, log=None, failed=None):
+    """Build the run's programs ahead of the first batch; with ``log``, say so when that means compiling
+    (the first run with a device, driver or peanut-py version), which can take a minute on a CPU device.
+    Nothing is said once ``failed`` (an Event) is set: a failed run ends with its one error line."""
+    shown = []
+
+    def notice():
+        if failed is not None and failed.is_set():
+            return
+        shown.append(time.perf_counter())
+        log(f"compiling the OpenCL kernels for {stage.device.name}; this happens once per device and "
+            "peanut-py version (later runs load them from the OpenCL driver's or PyOpenCL's cache)")
+
+    timer = threading.Timer(COMPILE_NOTICE_AFTER, notice) if log else None
+    t0 = time.perf_counter()
+    if timer:
+        timer.daemon = True
+        timer.start()
+    try:
+        stage.warm_up()
+        if paired:
+            from . import rescue
+
+            rescue.build_programs(stage.device)
+    finally:
+        if timer:
+            timer.cancel()
+            timer.join()
+        if shown and not (failed is not None and failed.is_set()):
+            log(f"OpenCL kernels ready after {time.perf_counter() - t0:.1f} s")
 
 
 def pipeline_batch(device):
@@ -75,6 +103,8 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     ``insert_size`` (insert_size.InsertSize, from ``-I``) replaces the estimate."""
     check(opts)
     check(run)
+    sam.check_output_path(output, (index_path, reads_path, mates, reference))
+    sam.output_format(output)
     t_start = time.perf_counter()
     requested, threads = run.threads, postprocess_threads(run.threads)
     index = open_index(index_path)
@@ -102,7 +132,8 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     stage = DeviceStage(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
     paired = mates is not None or interleaved
     # the programs build on a side thread while the postprocessor loads and the first batch is read
-    warm = threading.Thread(target=_warm_up, args=(stage, paired), name="peanut-warm-up", daemon=True)
+    failed = threading.Event()
+    warm = threading.Thread(target=_warm_up, args=(stage, paired, log, failed), name="peanut-warm-up", daemon=True)
     warm.start()
     try:
         post = Postprocessor(index, genome, opts, device=device)
@@ -118,6 +149,9 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
 
             part = SingleEndRun(post, reads_path, threads)
         return _run(stage, part, header, reads_path, output, threads, batch_size, log, t_start)
+    except BaseException:
+        failed.set()
+        raise
     finally:
         # an exit while the warm-up is inside the driver aborts the process ("terminate called ...")
         warm.join()

@@ -407,7 +407,8 @@ class _Source:
             ia, sa, qa = ids.append, seqs.append, quals.append
             if self.format == "fastq":
                 for rec in islice(self._records, k):
-                    ia(rec.id)
+                    # the name up to the first space or tab, as rec.id, which would also stop at a NUL
+                    ia(_WORD_END.split(rec.name, 1)[0])
                     sa(rec.sequence)
                     qa(rec.qualities)
             else:
@@ -550,6 +551,9 @@ class _Part:
         return any(c.raw for slices in self.streams for c, _, _ in slices)
 
 
+_WORD_END = re.compile("[ \t]")
+
+
 def _strip_mate_suffixes(names):
     return [n[:-2] if n.endswith(("/1", "/2")) else n for n in names]
 
@@ -563,10 +567,38 @@ def _name_at(slices, i):
     raise IndexError(i)
 
 
+# SAM v1.6, 1.4: QNAME is [!-?A-~]{1,254}, printable ASCII without '@' (an empty name is written as '*').
+MAX_NAME_LENGTH = 254
+_BAD_NAME_BYTE = np.ones(256, dtype=bool)
+_BAD_NAME_BYTE[0x21:0x7F] = False
+_BAD_NAME_BYTE[ord("@")] = True
+
+
+def _check_names(name_text, name_off, locate):
+    """Refuse read names that SAM cannot carry (too long, or a character QNAME forbids), naming the record."""
+    lengths = np.diff(name_off)
+    if lengths.size and lengths.max() > MAX_NAME_LENGTH:
+        i = int(np.argmax(lengths > MAX_NAME_LENGTH))
+        path, record = locate(i)
+        head = name_text[name_off[i] : name_off[i] + 40].tobytes().decode("latin-1")
+        raise InputError(path, f"read name '{head}...' has {int(lengths[i])} characters; SAM allows at most "
+                         f"{MAX_NAME_LENGTH}", record)
+    if name_text.size:
+        bad = _BAD_NAME_BYTE[name_text]
+        if bad.any():
+            pos = int(np.argmax(bad))
+            i = int(np.searchsorted(name_off, pos, side="right")) - 1
+            path, record = locate(i)
+            name = name_text[name_off[i] : name_off[i + 1]].tobytes().decode("latin-1")
+            raise InputError(path, f"read name {name!r} has the character {chr(name_text[pos])!r}, which SAM "
+                             "forbids in read names (printable ASCII except '@')", record)
+
+
 def _make_batch(part, first_record, paired, with_quals, locate):
     """The reads of a _Part -> ReadBatch; `locate(i)` gives (path, record) of read i for error messages."""
     raw = part.raw()
     name_text, name_off, joined, offsets, jq, codes = _fastq.gather(part.streams, paired, with_quals, not raw)
+    _check_names(name_text, name_off, locate)
     if raw:  # the fallback's or FASTA's reads: check, code and uppercase them here
         codes = _CODE[joined]
         if codes.size and codes.max() == INVALID:

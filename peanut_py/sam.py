@@ -252,6 +252,23 @@ def output_format(path, fmt=None):
     return "sam"
 
 
+def check_output_path(path, inputs=()):
+    """Refuse, before any work, an output file that cannot be written as asked: a directory, a file that is
+    one of ``inputs`` (reads, mates, index, reference; it would be overwritten), or a folder that does not
+    exist.  ``path`` None or '-' (standard output) is always fine."""
+    if path is None or path == "-":
+        return
+    if os.path.isdir(path):
+        raise PeanutError(f"{path}: the output is a directory; give a file name such as {os.path.join(path, 'out.sam')}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise PeanutError(f"{path}: cannot write the output: no such directory {folder}")
+    if os.path.exists(path):
+        for other in inputs:
+            if other is not None and other != "-" and os.path.exists(other) and os.path.samefile(path, other):
+                raise PeanutError(f"{path}: the output would overwrite an input of this run")
+
+
 def open_output(path, header, fmt=None, threads=1):
     """A writer with write(text_block) (str or UTF-8 bytes), close(), abort() and context management.
 

@@ -42,6 +42,14 @@ BAD_FASTA = {
     "truncated_gzip": (_GZ[: len(_GZ) // 2], ["truncated gzip"]),
     "gzip_missing_trailer": (_GZ[:-4], ["truncated gzip"]),
     "corrupt_gzip": (b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"garbage that is not deflate", ["gzip"]),
+    # contig names that SAM forbids (SAM v1.6, 1.2.1): refused here, not written into an invalid header later
+    "name_star": (b">a\nACGT\n>*\nACGT\n", ["record 2", "line 3", "'*'", "not a valid SAM reference name"]),
+    "name_equals": (b">=x\nACGT\n", ["record 1", "'=x'", "not a valid SAM reference name"]),
+    "name_comma": (b">chr1,2\nACGT\n", ["record 1", "'chr1,2'", "SAM v1.6"]),
+    "name_backslash": (b">a\\b\nACGT\n", ["record 1", "not a valid SAM reference name"]),
+    "name_brackets": (b">a[1]\nACGT\n", ["record 1", "not a valid SAM reference name"]),
+    "name_quote": (b">a\"b\nACGT\n", ["record 1", "not a valid SAM reference name"]),
+    "name_non_ascii": (">chré\nACGT\n".encode(), ["record 1", "'chré'", "not a valid SAM reference name"]),
 }
 
 

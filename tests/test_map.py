@@ -143,6 +143,13 @@ def test_stdout_is_the_default_output(example_index, tmp_path):
         ("@r1\nACGT\n+\nIII\n", "r"),  # quality length differs
         ("\x00\x01\x02binary junk\xff\n", ""),  # binary junk
         ("", "empty"),  # empty file
+        # read names SAM cannot carry (QNAME: [!-?A-~]{1,254}), on the fast path and on the fallback's
+        ("@" + "x" * 255 + "\nACGT\n+\nIIII\n", "record 1: read name 'xxxx"),
+        ("@" + "x" * 254 + "\nACGT\n+\nIIII\n@r2\nAC\n+\nII\n@" + "y" * 300 + " c\nA\n+\nI\n", "record 3"),
+        ("@r1\nACGT\n+\nIIII\n@r@2\nACGT\n+\nIIII\n", "record 2: read name 'r@2' has the character '@'"),
+        ("@r1\x00abc\nACGT\n+\nIIII\n", "record 1: read name 'r1\\x00abc'"),
+        ("@r1\x7fz\nACGT\n+\nIIII\n", "record 1: read name 'r1\\x7fz'"),
+        (">r1\nACGT\n>r\"2\"x\nACGT\n>r@3\nACGT\n", "record 3: read name 'r@3'"),  # FASTA reads
     ],
 )
 def test_bad_reads_give_one_line_error_and_no_output(example_index, tmp_path, content, message):
@@ -333,3 +340,77 @@ def test_hugepage_env_for_the_restart(tmp_path, monkeypatch):
     assert hugepage_env({}, str(thp)) is None
     monkeypatch.setattr(platform, "libc_ver", lambda: ("", ""))  # musl
     assert hugepage_env({}, str(thp)) is None
+
+
+@pytest.mark.slow
+def test_a_run_that_compiles_kernels_says_so(example_index, tmp_path):
+    """With every kernel cache off (PyOpenCL's and PoCL's), the run compiles its programs and says so on
+    stderr, once, with the time they took; the SAM is the same as a run from the cache."""
+    import os
+
+    cold = dict(os.environ, PYOPENCL_NO_CACHE="1", POCL_KERNEL_CACHE="0")
+    out_cold, out_warm = tmp_path / "cold.sam", tmp_path / "warm.sam"
+    rc, _, err = run_cli("map", str(example_index), str(READS), "-o", str(out_cold), env=cold)
+    assert rc == 0, err
+    assert err.count("compiling the OpenCL kernels for") == 1 and "once per device" in err
+    assert re.search(r"OpenCL kernels ready after \d+\.\d s", err)
+    rc, _, err = run_cli("map", "-q", str(example_index), str(READS), "-o", str(out_warm))
+    assert rc == 0 and err == ""
+    assert sam_body(out_cold) == sam_body(out_warm)
+
+
+@pytest.mark.parametrize("target", ["directory", "reads", "index", "missing-folder"])
+def test_output_that_cannot_be_written_is_refused_before_any_work(example_index, tmp_path, target):
+    """-o naming a directory, an input of the run or a file in a folder that does not exist: one error line
+    naming the path, exit 1, before any read is mapped; inputs untouched, nothing left behind."""
+    reads = tmp_path / "reads.fq.gz"
+    shutil.copy(READS, reads)
+    index = tmp_path / "index.h5"
+    shutil.copy(example_index, index)
+    out = {"directory": tmp_path / "outdir", "reads": reads, "index": index,
+           "missing-folder": tmp_path / "nope" / "out.sam"}[target]
+    if target == "directory":
+        out.mkdir()
+    before = {p.name: p.read_bytes() for p in (reads, index)}
+    rc, stdout, err = run_cli("map", str(index), str(reads), "-o", str(out))
+    assert rc == 1 and stdout == "" and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("peanut: error: ") and str(out) in lines[0], err
+    assert {p.name: p.read_bytes() for p in (reads, index)} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["reads.fq.gz", "index.h5"] +
+                                                                 (["outdir"] if target == "directory" else []))
+    if target == "directory":
+        assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["-t", "0"], "-t/--threads 0: must lie in 1..4096"),
+    (["-t", "-1"], "-t/--threads -1"),
+    (["--batch-size", "0"], "--batch-size 0: must lie in 1.."),
+    (["--batch-size", "-5"], "--batch-size -5"),
+    (["-A", "0"], "-A 0: must lie in 1..100"),
+    (["-B", "-4"], "-B -4: must lie in 0..100"),
+    (["-B", "101"], "-B 101"),
+    (["-O", "0", "-E", "0"], "a gap must cost something"),
+    (["-L", "-1"], "-L -1"),
+    (["--max-hits", "0"], "--max-hits 0"),
+    (["-i", "0"], "-i/--min-identity 0.0: must lie in (0.0, 1.0]"),
+    (["-i", "-5"], "-i/--min-identity -5.0"),
+])
+def test_numeric_options_out_of_range_give_one_line_error(example_index, tmp_path, args, needle):
+    """Every numeric option is range-checked in one place (options.py) before any work: one error line
+    naming the option, exit 1, no output."""
+    out = tmp_path / "out.sam"
+    rc, stdout, err = run_cli("map", str(example_index), str(READS), "-o", str(out), *args)
+    assert rc == 1 and stdout == "" and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("peanut: error: ") and needle in lines[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_numeric_options_at_their_limits_are_accepted(example_index, tmp_path):
+    reads = tmp_path / "few.fq"
+    write_fastq(reads, fastq_records(READS)[:50])
+    rc, _, err = run_cli("map", "-q", str(example_index), str(reads), "-o", str(tmp_path / "o.sam"), "-t", "1",
+                         "--batch-size", "1", "-B", "0", "-O", "0", "-E", "1", "-L", "0", "--max-hits", "1", "-i", "1")
+    assert rc == 0, err
