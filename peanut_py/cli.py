@@ -262,8 +262,9 @@ def _restart_with_hugepages(argv):
         return
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     code = f"import sys; sys.path.insert(0, {package_parent!r}); from peanut_py.cli import main; main()"
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
     try:
         os.execve(sys.executable, [sys.executable, "-c", code, *argv], env)
     except OSError:
@@ -271,6 +272,10 @@ def _restart_with_hugepages(argv):
 
 
 def main(argv=None):
+    # Started with standard error closed: messages go nowhere, but the exit status still tells. (Standard
+    # output closed is an error only where the output would go there; see sam.open_output.)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")
     if argv is None:
         argv = sys.argv[1:]
         if argv[:1] == ["map"]:

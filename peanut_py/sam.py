@@ -7,6 +7,7 @@ interpreter exit with the writer still open delete the temporary file, so no par
 import atexit
 import os
 import secrets
+import stat
 import sys
 import threading
 
@@ -103,20 +104,44 @@ class _Writer:
         raise NotImplementedError
 
 
+def _stdout():
+    """sys.stdout, or a one-line error when the process was started with standard output closed."""
+    if sys.stdout is None:
+        raise PeanutError("standard output is closed; give the output file with -o FILE")
+    return sys.stdout
+
+
 class _StdoutWriter(_Writer):
-    def __init__(self, header):
-        self._out = sys.stdout
-        self._out.write(header)
+    """SAM on standard output, or streamed into an existing special file (a FIFO, a device such as
+    /dev/null, a process substitution): such a target cannot be replaced atomically, and must not be."""
+
+    def __init__(self, header, path=None):
+        self.path = "standard output" if path is None else os.fspath(path)
+        if path is None:
+            self._out = _stdout().buffer
+        else:
+            try:
+                self._out = open(path, "wb", buffering=1 << 20)
+            except OSError as e:
+                raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
+        self.write(header)
+
+    def _failed(self, e):
+        return PeanutError(f"{self.path}: cannot write: {e.strerror or e}")
 
     def write(self, text):
-        if isinstance(text, bytes):
-            self._out.flush()
-            self._out.buffer.write(text)
-        else:
-            self._out.write(text)
+        try:
+            self._out.write(text if isinstance(text, bytes) else text.encode())
+        except OSError as e:
+            raise self._failed(e) from None
 
     def close(self):
-        self._out.flush()
+        try:
+            self._out.flush()
+            if self.path != "standard output":
+                self._out.close()
+        except OSError as e:
+            raise self._failed(e) from None
 
     def abort(self):
         try:
@@ -206,8 +231,12 @@ class _BamWriter(_AtomicFileWriter):
         header, write, fromstring = self._header, self._bam.write, self._fromstring
         if isinstance(text, bytes):
             text = text.decode()
-        for line in text.splitlines():
-            write(fromstring(line, header))
+        try:
+            for line in text.splitlines():
+                write(fromstring(line, header))
+        except OSError as e:
+            self.abort()
+            raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
 
     def _close_file(self):
         if self._bam is not None:
@@ -216,12 +245,20 @@ class _BamWriter(_AtomicFileWriter):
 
 
 class _StdoutBamWriter(_Writer):
-    def __init__(self, header, threads=1):
+    """BAM on standard output, or streamed into an existing special file (see _StdoutWriter)."""
+
+    def __init__(self, header, threads=1, path=None):
         import pysam
 
-        sys.stdout.flush()
+        if path is None:
+            _stdout().flush()
+        self.path = "standard output" if path is None else os.fspath(path)
         self._header = pysam.AlignmentHeader.from_text(header)
-        self._bam = pysam.AlignmentFile("-", "wb", header=self._header, threads=max(1, threads))
+        try:
+            self._bam = pysam.AlignmentFile("-" if path is None else self.path, "wb", header=self._header,
+                                            threads=max(1, threads))
+        except (ValueError, OSError) as e:
+            raise PeanutError(f"{self.path}: cannot write BAM: {e}") from None
         self._fromstring = pysam.AlignedSegment.fromstring
 
     def write(self, text):
@@ -233,9 +270,16 @@ class _StdoutBamWriter(_Writer):
     def close(self):
         if self._bam is not None:
             bam, self._bam = self._bam, None
-            bam.close()
+            try:
+                bam.close()
+            except OSError as e:
+                raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
 
-    abort = close
+    def abort(self):
+        try:
+            self.close()
+        except PeanutError:
+            pass
 
 
 def output_format(path, fmt=None):
@@ -258,6 +302,8 @@ def check_output_path(path, inputs=()):
     exist.  ``path`` None or '-' (standard output) is always fine."""
     if path is None or path == "-":
         return
+    if is_special_file(path) and not os.path.isdir(path):
+        return
     if os.path.isdir(path):
         raise PeanutError(f"{path}: the output is a directory; give a file name such as {os.path.join(path, 'out.sam')}")
     folder = os.path.dirname(os.path.abspath(path))
@@ -272,10 +318,21 @@ def check_output_path(path, inputs=()):
 def open_output(path, header, fmt=None, threads=1):
     """A writer with write(text_block) (str or UTF-8 bytes), close(), abort() and context management.
 
-    path None or '-': stdout; otherwise an atomically replaced file. `threads`: BAM compression threads.
+    path None or '-': stdout; an existing special file (device, FIFO): written in place, streamed; otherwise an
+    atomically replaced file. `threads`: BAM compression threads.
     """
     fmt = output_format(path, fmt)
-    to_stdout = path is None or path == "-"
-    if fmt == "bam":
-        return _StdoutBamWriter(header, threads) if to_stdout else _BamWriter(path, header, threads)
-    return _StdoutWriter(header) if to_stdout else _SamFileWriter(path, header)
+    if path is None or path == "-":
+        return _StdoutBamWriter(header, threads) if fmt == "bam" else _StdoutWriter(header)
+    if is_special_file(path):
+        return _StdoutBamWriter(header, threads, path) if fmt == "bam" else _StdoutWriter(header, path)
+    return _BamWriter(path, header, threads) if fmt == "bam" else _SamFileWriter(path, header)
+
+
+def is_special_file(path):
+    """Whether ``path`` exists and is not a regular file (a device, FIFO or socket): output into it is
+    streamed, never written beside it and renamed onto it (which would replace a device node)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False

@@ -1,6 +1,7 @@
 """`peanut map` (single-end) end to end: accuracy on real reads, completeness, determinism, output formats,
 bad input, and the q-gram-lemma sensitivity guarantee."""
 import gzip
+import os
 import random
 import re
 import shutil
@@ -414,3 +415,68 @@ def test_numeric_options_at_their_limits_are_accepted(example_index, tmp_path):
     rc, _, err = run_cli("map", "-q", str(example_index), str(reads), "-o", str(tmp_path / "o.sam"), "-t", "1",
                          "--batch-size", "1", "-B", "0", "-O", "0", "-E", "1", "-L", "0", "--max-hits", "1", "-i", "1")
     assert rc == 0, err
+
+
+def _shell(command, **kwargs):
+    """``command`` under bash (for redirections such as ``>&-``), with this Python's peanut_py importable."""
+    import os
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run(["bash", "-c", command.replace("PEANUT", f"{sys.executable} -m peanut_py")],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=str(REPO), **kwargs)
+
+
+def _is_char_device(path):
+    import os
+    import stat
+
+    return stat.S_ISCHR(os.stat(path).st_mode)
+
+
+def _is_fifo(path):
+    import stat
+
+    return stat.S_ISFIFO(os.stat(path).st_mode)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+def test_full_device_gives_one_line_error_and_stays_a_device(example_index, tmp_path):
+    """-o /dev/full and a standard output on /dev/full: 'No space left on device', exit 1, no traceback; the
+    device node is written, never replaced by a file renamed onto it."""
+    for command in (f"PEANUT map -q {example_index} {READS} -o /dev/full",
+                    f"PEANUT map -q {example_index} {READS} > /dev/full"):
+        run = _shell(command)
+        lines = run.stderr.strip().splitlines()
+        assert run.returncode == 1 and len(lines) == 1 and "No space left on device" in lines[0], run.stderr
+        assert _is_char_device("/dev/full")
+    assert not [p for p in os.listdir("/dev") if p.startswith(".full")]
+
+
+def test_special_outputs_are_streamed_in_place(example_index, tmp_path):
+    """/dev/null, a FIFO and a process substitution as -o: written in place (streamed), left what they are."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    run = _shell(f"(grep -vc '^@' < {fifo} > {tmp_path}/fifo.count &); "
+                 f"PEANUT map -q {example_index} {READS} -o {fifo} && "
+                 f"PEANUT map -q {example_index} {READS} -o /dev/null && "
+                 f"PEANUT map -q {example_index} {READS} -o >(grep -vc '^@' > {tmp_path}/subst.count); sleep 1")
+    assert run.returncode == 0, run.stderr
+    assert _is_char_device("/dev/null") and _is_fifo(fifo)
+    assert (tmp_path / "fifo.count").read_text().strip() == "2000"
+    assert (tmp_path / "subst.count").read_text().strip() == "2000"
+
+
+def test_closed_standard_streams(example_index, tmp_path):
+    """Standard output closed: an error when the SAM would go there, fine with -o. Standard error closed:
+    the run maps as usual (its messages go nowhere)."""
+    run = _shell(f"PEANUT map -q {example_index} {READS} >&-")
+    assert run.returncode == 1 and "standard output is closed" in run.stderr and "Traceback" not in run.stderr
+    out = tmp_path / "o.sam"
+    run = _shell(f"PEANUT map -q {example_index} {READS} -o {out} >&-")
+    assert run.returncode == 0, run.stderr
+    assert sum(1 for line in open(out) if not line.startswith("@")) == 2000
+    out.unlink()
+    run = _shell(f"PEANUT map {example_index} {READS} -o {out} 2>&-")
+    assert run.returncode == 0 and run.stderr == ""
+    assert sum(1 for line in open(out) if not line.startswith("@")) == 2000
