@@ -15,6 +15,7 @@ from .errors import PeanutError
 from .layout import reads_per_buffer
 from .options import RunOptions, check
 from .pipeline import StageTimes, postprocess_threads, run_pipeline
+from .reads import check_regular_file
 from .postprocess import Postprocessor
 from .reference import ReferenceIndex, reference_checksum
 from .resident import ResidentReference
@@ -103,6 +104,9 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     ``insert_size`` (insert_size.InsertSize, from ``-I``) replaces the estimate."""
     check(opts)
     check(run)
+    for path in (reads_path, mates):
+        if path is not None:
+            check_regular_file(path)
     sam.check_output_path(output, (index_path, reads_path, mates, reference))
     sam.output_format(output)
     t_start = time.perf_counter()

@@ -14,6 +14,7 @@ import importlib
 import lzma
 import os
 import re
+import stat
 import zlib
 from collections import deque
 from itertools import islice
@@ -123,6 +124,22 @@ def _cut(text, offsets):
 
 
 # --- opening and failures -------------------------------------------------------------------------------
+
+
+def check_regular_file(path):
+    """Refuse what cannot be read more than once: the reader opens a file again to sniff its format, to
+    switch parsers and to locate an error, so a pipe, FIFO, process substitution or standard input would hang
+    or lose records.  Missing files and directories are left to the opening, which names them."""
+    if path == "-":
+        raise InputError("-", "reading reads from standard input is not supported yet; write them to a file "
+                         "(plain or compressed) and give its name")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise InputError(path, "is a pipe, FIFO or device, not a regular file: reading reads from a stream is not "
+                         "supported yet; write them to a file (plain or compressed) and give its name")
 
 
 def _open_binary(path):
@@ -245,6 +262,7 @@ class _Source:
         self._file = None
         self._records = None
         self.format = None
+        check_regular_file(self.path)
         f, self.compression = _open_binary(self.path)
         try:
             first = f.read(1)

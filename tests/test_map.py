@@ -480,3 +480,16 @@ def test_closed_standard_streams(example_index, tmp_path):
     run = _shell(f"PEANUT map {example_index} {READS} -o {out} 2>&-")
     assert run.returncode == 0 and run.stderr == ""
     assert sum(1 for line in open(out) if not line.startswith("@")) == 2000
+
+
+def test_streams_as_reads_are_refused_at_once_not_hung(example_index, tmp_path):
+    """Standard input ('-'), a FIFO and a process substitution as READS or MATES: not supported yet, so one
+    error line naming it and exit 1 at once, instead of hanging or losing records (the reader opens a file
+    more than once)."""
+    fifo = tmp_path / "reads.fifo"
+    os.mkfifo(fifo)
+    for args in (f"- < {READS}", f"<(zcat {READS})", str(fifo), f"{READS} <(zcat {READS})"):
+        run = _shell(f"timeout 60 PEANUT map -q {example_index} {args}")
+        lines = run.stderr.strip().splitlines()
+        assert run.returncode == 1 and len(lines) == 1 and "not supported yet" in lines[0], (args, run.stderr)
+        assert run.stdout == ""
