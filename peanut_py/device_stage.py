@@ -2,9 +2,11 @@
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from . import filtration, validation
 from .filtration import DEFAULT_COLLAPSE_GAP, filter_reference
-from .layout import S_STRIDE
+from .layout import MAX_READ_LENGTH, S_STRIDE
 from .options import DEFAULT_MIN_IDENTITY
 from .qgroup import QGroupIndex, ReadBuffer, qgroup_kernels
 from .scans import exclusive_sum
@@ -23,6 +25,7 @@ class DeviceResult:
     raw_hits: int = 0
     candidates: int = 0
     validated: int = 0
+    too_long: int = 0  # reads longer than MAX_READ_LENGTH: left out of the device buffer, so without hits
     seconds: dict = field(default_factory=dict)
 
 
@@ -58,8 +61,12 @@ class DeviceStage:
             pass
 
     def map_batch(self, codes, offsets):
-        """``codes``/``offsets``: the batch's forward reads (see ReadBatch). Returns a DeviceResult."""
+        """``codes``/``offsets``: the batch's forward reads (see ReadBatch). Returns a DeviceResult.
+
+        Reads longer than MAX_READ_LENGTH, which the kernels do not take, enter the buffer empty: they get no
+        hits, so they are reported unmapped, and ``too_long`` counts them."""
         t0 = time.perf_counter()
+        codes, offsets, too_long = without_long_reads(codes, offsets)
         buffer = ReadBuffer(self.device, codes, offsets, q=self.resident.q)
         index = QGroupIndex(self.device, buffer, self.resident.q)
         t1 = time.perf_counter()
@@ -80,7 +87,22 @@ class DeviceStage:
             dist=host["dist"],
             raw_hits=int(getattr(candidates, "raw_hits", 0)),
             candidates=int(candidates.n),
+            too_long=too_long,
             validated=int(candidates.n) if select is None else select.counts.get("leaders", 0)
             + select.counts.get("rivals", 0),
             seconds={"index": t1 - t0, "filter": t2 - t1, "validate": t3 - t2},
         )
+
+
+def without_long_reads(codes, offsets, max_length=MAX_READ_LENGTH):
+    """``(codes, offsets, n)``: the reads with every read longer than ``max_length`` made empty (same read
+    count and order), and the number of such reads."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    lengths = np.diff(offsets)
+    long = lengths > max_length
+    n = int(np.count_nonzero(long))
+    if n == 0:
+        return codes, offsets, 0
+    kept = np.where(long, 0, lengths)
+    codes = np.asarray(codes)[np.repeat(~long, lengths)]
+    return codes, np.concatenate(([0], np.cumsum(kept))), n

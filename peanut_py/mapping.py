@@ -12,7 +12,7 @@ from . import sam
 from .device import Device
 from .device_stage import DeviceStage
 from .errors import PeanutError
-from .layout import reads_per_buffer
+from .layout import MAX_READ_LENGTH, reads_per_buffer
 from .options import RunOptions, check
 from .pipeline import StageTimes, postprocess_threads, run_pipeline
 from .reads import check_regular_file
@@ -164,12 +164,13 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
 
 def _run(stage, part, header, reads_path, output, threads, batch_size, log, t_start):
     """One run of the pipeline for the single-end or paired-end ``part``; returns the summary."""
-    stats = {"raw_hits": 0, "candidates": 0}
+    stats = {"raw_hits": 0, "candidates": 0, "too_long": 0}
 
     def device_step(batch):
         result = stage.map_batch(batch.codes, batch.offsets)
         stats["raw_hits"] += result.raw_hits
         stats["candidates"] += result.candidates
+        stats["too_long"] += result.too_long
         return result
 
     times = StageTimes()
@@ -191,8 +192,12 @@ def _run(stage, part, header, reads_path, output, threads, batch_size, log, t_st
         "stages": dict(times.seconds),
         "candidates_per_read": stats["candidates"] / max(n_reads, 1),
         "raw_hits_per_read": stats["raw_hits"] / max(n_reads, 1),
+        "too_long": stats["too_long"],
     }
     summary, line = part.summary(n_reads, counts, summary)
+    if stats["too_long"]:
+        line += (f"; {stats['too_long']:,} reads longer than {MAX_READ_LENGTH:,} bases (not supported yet) "
+                 "reported unmapped")
     if log:
         stage_text = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(times.seconds.items()))
         log(f"{line}; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s)")

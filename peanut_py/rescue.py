@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .layout import MAX_READ_LENGTH
 from .ranking import expand, gather_read_strands, rank_hits, strata_counts
 
 MAX_ANCHORS = 4  # a mate with more equally good hits is not confident enough to anchor a rescue
@@ -229,6 +230,10 @@ def rescue_batch(device, resident, batch, rs, start, end, dist, insert_size, opt
     ref_end, dist)`` (batch read-strand ids, sorted by rs) and the number of windows searched."""
     lengths = batch.lengths
     windows = batch_windows(rs, start, end, dist, lengths, insert_size, contig_offsets, contig_ends, pool, n_chunks)
+    # a mate longer than the kernels take stays unmapped (see DeviceStage.map_batch)
+    fits = np.asarray(lengths)[windows.read] <= MAX_READ_LENGTH
+    if not fits.all():
+        windows = RescueWindows(*(a[fits] for a in (windows.read, windows.strand, windows.lo, windows.hi)))
     if windows.n == 0:
         return (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int32)), 0
     # the mates to rescue (each once, in batch order), forward then reverse complement: read strand 2 * k + s

@@ -493,3 +493,26 @@ def test_streams_as_reads_are_refused_at_once_not_hung(example_index, tmp_path):
         lines = run.stderr.strip().splitlines()
         assert run.returncode == 1 and len(lines) == 1 and "not supported yet" in lines[0], (args, run.stderr)
         assert run.stdout == ""
+
+
+def test_reads_longer_than_supported_are_reported_unmapped(example_index, tmp_path):
+    """A read longer than MAX_READ_LENGTH (1,024) is not an abort: it is an unmapped record with its SEQ and
+    QUAL, the summary counts it, and every other read gets exactly the records it gets without it."""
+    records = fastq_records(READS)[:60]
+    name, seq, qual = records[10]
+    long_read = (name, (seq * 12)[:1500], (qual * 12)[:1500])
+    with_long, without = tmp_path / "with.fq", tmp_path / "without.fq"
+    write_fastq(with_long, records[:10] + [long_read] + records[11:])
+    write_fastq(without, records[:10] + records[11:])
+    rc, _, err = run_cli("map", str(example_index), str(with_long), "-o", str(tmp_path / "with.sam"))
+    assert rc == 0, err
+    assert "1 reads longer than 1,024 bases (not supported yet) reported unmapped" in err
+    rc, _, err = run_cli("map", "-q", str(example_index), str(without), "-o", str(tmp_path / "without.sam"))
+    assert rc == 0, err
+    body = [line for line in sam_body(tmp_path / "with.sam") if not line.startswith("@")]
+    assert len(body) == 60
+    fields = body[10].split("\t")
+    assert fields[0] == name and int(fields[1]) == 4 and fields[9] == long_read[1]
+    assert fields[10].rstrip("\n") == long_read[2]
+    others = [line for line in sam_body(tmp_path / "without.sam") if not line.startswith("@")]
+    assert body[:10] + body[11:] == others

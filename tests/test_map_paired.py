@@ -407,3 +407,26 @@ def test_insert_size_option_errors(example_index, small_pairs):
     assert rc == 1 and "-I applies to paired-end reads only" in err
     rc, _, err = run_cli("map", str(example_index), str(small_pairs / "r1.fq"), str(small_pairs / "r2.fq"), "-I", "x")
     assert rc == 2 and "MEAN[,STD[,MAX[,MIN]]]" in err
+
+
+def test_a_mate_longer_than_supported_is_unmapped_and_its_pair_kept(example_index, tmp_path):
+    """Pairs with a mate over 1,024 bases: that mate is an unmapped record (never rescued), its mate is still
+    placed, and every pair keeps its two primary records in order."""
+    r1, r2 = fastq_records(R1)[:200], fastq_records(R2)[:200]
+    for k in (3, 50):
+        name, seq, qual = r2[k]
+        r2[k] = (name, (seq * 12)[:1100], (qual * 12)[:1100])
+    a, b = tmp_path / "a_1.fq", tmp_path / "a_2.fq"
+    write_fastq(a, r1)
+    write_fastq(b, r2)
+    out = tmp_path / "out.sam"
+    rc, _, err = run_cli("map", str(example_index), str(a), str(b), "-o", str(out))
+    assert rc == 0, err
+    assert "2 reads longer than 1,024 bases" in err
+    records = [line.split("\t") for line in sam_body(out) if not line.startswith("@")]
+    primary = [f for f in records if not int(f[1]) & 0x900]
+    assert len(primary) == 400
+    for k in (3, 50):
+        mate1, mate2 = primary[2 * k], primary[2 * k + 1]
+        assert int(mate2[1]) & 0x4 and len(mate2[9]) == 1100
+        assert not int(mate1[1]) & 0x4 and int(mate1[1]) & 0x8
