@@ -14,6 +14,7 @@ from .device_stage import DeviceStage
 from .errors import PeanutError
 from .layout import MAX_READ_LENGTH, reads_per_buffer
 from .options import RunOptions, check
+from .outfiles import remove_stale_temporaries
 from .pipeline import StageTimes, postprocess_threads, run_pipeline
 from .reads import check_regular_file
 from .postprocess import Postprocessor
@@ -109,6 +110,11 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
             check_regular_file(path)
     sam.check_output_path(output, (index_path, reads_path, mates, reference))
     sam.output_format(output)
+    if output not in (None, "-") and not sam.is_special_file(output):
+        stale = remove_stale_temporaries(output)
+        if stale and log:
+            log(f"removed {len(stale)} temporary file{'s' if len(stale) > 1 else ''} that a killed run left beside "
+                f"{output}")
     t_start = time.perf_counter()
     requested, threads = run.threads, postprocess_threads(run.threads)
     index = open_index(index_path)

@@ -13,7 +13,6 @@ import hashlib
 import mmap
 import os
 import resource
-import tempfile
 import threading
 import time
 
@@ -23,6 +22,7 @@ import numpy as np
 from ._version import __version__
 from .errors import InputError, PeanutError
 from .options import IndexOptions, check
+from .outfiles import remove_stale_temporaries, temporary_beside
 
 DEFAULT_Q = IndexOptions.q
 DEFAULT_STEP = IndexOptions.step
@@ -138,15 +138,19 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
     out_dir = os.path.dirname(os.path.abspath(out_path))
     if not os.path.isdir(out_dir):
         raise InputError(out_path, f"output directory {out_dir} does not exist")
+    stale = remove_stale_temporaries(out_path)
+    if stale:
+        log(f"removed {len(stale)} temporary file{'s' if len(stale) > 1 else ''} that a killed build left "
+            f"beside {out_path}")
     try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out_path) + ".", suffix=".tmp", dir=out_dir)
+        tmp, fd = temporary_beside(out_path)
     except OSError as e:
         raise InputError(out_path, f"cannot write to directory {out_dir}: {e.strerror or e}") from None
     os.close(fd)
     try:
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; the index should get the usual permissions
+        os.chmod(tmp, 0o666 & ~umask)  # the index gets the usual permissions
         t0 = time.perf_counter()
         # Datasets of a page and more start on a page boundary: mapped, they are page-aligned arrays, which a
         # CPU OpenCL device uses in place (resident.py).

@@ -6,7 +6,6 @@ interpreter exit with the writer still open delete the temporary file, so no par
 """
 import atexit
 import os
-import secrets
 import stat
 import sys
 import threading
@@ -14,6 +13,7 @@ import threading
 
 from ._version import __version__
 from .errors import PeanutError
+from .outfiles import remove_stale_temporaries, temporary_beside
 
 # --- header ---------------------------------------------------------------------------------------------------
 
@@ -69,16 +69,12 @@ def abort_open_writers():
 
 
 def _temporary_beside(path):
-    """Create a new hidden file beside `path` (same file system, so os.replace is atomic)."""
-    directory, base = os.path.split(os.path.abspath(path))
-    while True:
-        tmp = os.path.join(directory, f".{base}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-        try:
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            continue
-        except OSError as e:
-            raise PeanutError(f"{path}: cannot write: {e.strerror or e}") from None
+    """Create a new hidden file beside `path` (outfiles.py), after removing those of killed runs."""
+    remove_stale_temporaries(path)
+    try:
+        return temporary_beside(path)
+    except OSError as e:
+        raise PeanutError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
 class _Writer:

@@ -1,0 +1,52 @@
+"""Temporary files beside an output: how they are named and created, and how a later run finds those that a
+killed run (SIGKILL, the out-of-memory killer, a power cut) left behind.
+
+An output is written to ``.NAME.PID-RANDOM.tmp`` in the target's directory (same file system, so the final
+``os.replace`` is atomic) and renamed onto NAME when complete; every error and signal deletes it.  Only a
+process that is killed outright leaves one; its PID is in the name, so the next run writing NAME removes the
+files whose process no longer exists (a live PID, even of another program, is left alone).
+"""
+import glob
+import os
+import re
+import secrets
+
+
+def temporary_beside(path):
+    """``(temporary path, open write-only fd)`` of a new hidden file beside ``path``; OSError if it cannot be
+    created."""
+    directory, base = os.path.split(os.path.abspath(path))
+    while True:
+        tmp = os.path.join(directory, f".{base}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_stale_temporaries(path):
+    """Delete the temporary files of ``path`` that killed runs left (their process is gone); returns their
+    paths.  Files that cannot be removed are left and not returned."""
+    directory, base = os.path.split(os.path.abspath(path))
+    pattern = re.compile(re.escape(f".{base}.") + r"(\d+)-[0-9a-f]+\.tmp")
+    removed = []
+    for candidate in glob.glob(os.path.join(glob.escape(directory), glob.escape(f".{base}.") + "*.tmp")):
+        m = pattern.fullmatch(os.path.basename(candidate))
+        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            continue
+        try:
+            os.unlink(candidate)
+            removed.append(candidate)
+        except OSError:
+            pass
+    return removed
