@@ -25,6 +25,14 @@ def cmd_index(args):
     if args.info:
         print(reference.ReferenceIndex(args.reference).describe())
         return
+    if args.check:
+        with reference.ReferenceIndex(args.reference) as index:
+            checked = index.verify(full=True)
+            index.check_table(index.kmers(), index.kmer_starts(), index.positions())
+        sums = (f"all {checked} datasets match their checksums" if checked else
+                "no checksums stored (built by an older peanut-py; rebuild it to get them)")
+        print(f"ok: {args.reference}: {sums}; the q-gram table is consistent")
+        return
     opts = check(IndexOptions(q=args.q, step=args.step, mask_threshold=args.mask_threshold, compress=args.compress))
     reference.build_index(
         args.reference,
@@ -171,6 +179,9 @@ def build_parser():
                    help="store the q-gram values and starts compressed: about half the file, but every `peanut map` "
                         "then inflates them into memory instead of mapping them from the page cache")
     p.add_argument("--info", action="store_true", help="print what an existing index holds and exit")
+    p.add_argument("--check", action="store_true",
+                   help="verify an existing index (REF is then the index): every dataset against its checksum, "
+                   "and the q-gram table's structure; exit 1 naming the first damaged dataset")
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("info", help="print what an index holds")

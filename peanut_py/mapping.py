@@ -26,8 +26,14 @@ def open_index(path):
     if not os.path.exists(path):
         raise PeanutError(f"{path}: no such index file (build one with `peanut index REF.fa`)")
     index = ReferenceIndex(path)
-    if reference_checksum(index.names, index.md5s) != index.checksum:
-        raise PeanutError(f"{path}: the index's checksum does not match its sequences; rebuild it with `peanut index`")
+    try:
+        if reference_checksum(index.names, index.md5s) != index.checksum:
+            raise PeanutError(f"{path}: the index's checksum does not match its sequences; rebuild it with "
+                              "`peanut index`")
+        index.verify(full=False)
+    except BaseException:
+        index.close()
+        raise
     return index
 
 

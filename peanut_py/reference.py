@@ -157,6 +157,7 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
         with h5py.File(tmp, "w", alignment_threshold=PAGE, alignment_interval=PAGE) as h5:
             summary = _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys,
                                    compress, sort_group, flush_elements, chunk)
+            write_checksums(h5)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, out_path)
@@ -497,6 +498,40 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
     return out
 
 
+# Every dataset of an index, in file order; each carries the CRC-32 of its bytes (attribute crc32).
+DATASETS = ("contigs/names", "contigs/lengths", "contigs/offsets", "contigs/md5", "sequence/packed",
+            "sequence/exceptions/start", "sequence/exceptions/end", "sequence/exceptions/letter",
+            "qgrams/kmers", "qgrams/starts", "qgrams/positions")
+VERIFY_BYTES = 64 << 20  # datasets up to this size are verified at every start-up (a human genome's sequence)
+CHECK_BLOCK = 1 << 22  # entries per block of the structural checks (bounded scratch memory)
+
+
+def _h5_message(e):
+    return " ".join(str(e).split())[:120] or type(e).__name__
+
+
+def dataset_crc32(ds, index=None):
+    """CRC-32 of a dataset's elements as stored (native byte order), read block by block (mapped from the
+    file where it can be, see ReferenceIndex)."""
+    import zlib
+
+    mapped = index._mapped(ds) if index is not None and ds.dtype.kind != "O" else None
+    crc, n, step = 0, ds.shape[0], max(1, (16 << 20) // max(1, ds.dtype.itemsize))
+    for lo in range(0, n, step):
+        block = mapped[lo : lo + step] if mapped is not None else ds[lo : lo + step]
+        if block.dtype.kind == "O":
+            crc = zlib.crc32(b"\0".join(b if isinstance(b, bytes) else str(b).encode() for b in block) + b"\0", crc)
+        else:
+            crc = zlib.crc32(np.ascontiguousarray(block).tobytes(), crc)
+    return crc
+
+
+def write_checksums(h5):
+    """Store the CRC-32 of every dataset of a freshly written index (attribute crc32)."""
+    for name in DATASETS:
+        h5[name].attrs["crc32"] = np.uint32(dataset_crc32(h5[name]))
+
+
 class ReferenceIndex:
     """Read access to an index written by build_index. Large arrays are read on demand, not cached: mapped
     from the file when stored contiguous and raw, else read and inflated."""
@@ -517,6 +552,11 @@ class ReferenceIndex:
                              if hdf5 else "not a peanut-py index (not an HDF5 file)") from None
         try:
             self._load()
+        except (RuntimeError, KeyError, ValueError, TypeError, OSError) as e:
+            self._h5.close()
+            if isinstance(e, PeanutError):
+                raise
+            raise InputError(path, f"damaged index ({_h5_message(e)}); rebuild it with `peanut index`") from None
         except BaseException:
             self._h5.close()
             raise
@@ -536,9 +576,7 @@ class ReferenceIndex:
                 f"index format version {version} is not supported by peanut-py {__version__} "
                 f"(reads version {FORMAT_VERSION}); rebuild it with `peanut index`",
             )
-        for ds in ("contigs/names", "contigs/lengths", "contigs/offsets", "contigs/md5", "sequence/packed",
-                   "sequence/exceptions/start", "sequence/exceptions/end", "sequence/exceptions/letter",
-                   "qgrams/kmers", "qgrams/starts", "qgrams/positions"):
+        for ds in DATASETS:
             if ds not in h5:
                 raise InputError(path, f"damaged index: dataset /{ds} is missing")
         self.q = int(a["q"])
@@ -570,6 +608,15 @@ class ReferenceIndex:
 
     # ---- whole arrays
     def _read(self, name, dtype=None):
+        try:
+            return self._read_raw(name, dtype)
+        except (RuntimeError, KeyError, ValueError, OSError) as e:
+            if isinstance(e, PeanutError):
+                raise
+            raise InputError(self.path, f"damaged index: /{name} cannot be read ({_h5_message(e)}); rebuild it with "
+                             "`peanut index`") from None
+
+    def _read_raw(self, name, dtype=None):
         ds = self._h5[name]
         dtype = np.dtype(dtype or ds.dtype)
         if not ds.shape[0]:
@@ -705,6 +752,55 @@ class ReferenceIndex:
         raw = all(self._mappable(self._h5[n]) for n in ("qgrams/kmers", "qgrams/starts", "qgrams/positions"))
         return ("contiguous and raw: mapped from the page cache by peanut map" if raw
                 else "chunked or compressed: read and inflated into memory by peanut map at start-up")
+
+    # ---- integrity
+    def verify(self, full=False):
+        """Check the stored CRC-32 of every dataset written with one (indexes built since checksums were
+        added): with ``full``, all of them; else those of at most VERIFY_BYTES (contigs, sequence,
+        exceptions), which costs little at start-up; the q-gram table then gets :meth:`check_table`'s
+        structural checks when it is loaded.  Raises InputError naming the first damaged dataset; returns the
+        number of datasets verified."""
+        checked = 0
+        for name in DATASETS:
+            ds = self._h5[name]
+            want = ds.attrs.get("crc32")
+            if want is None or (not full and ds.size * ds.dtype.itemsize > VERIFY_BYTES):
+                continue
+            try:
+                crc = dataset_crc32(ds, self)
+            except (RuntimeError, ValueError, OSError) as e:
+                raise InputError(self.path, f"damaged index: /{name} cannot be read ({_h5_message(e)}); rebuild it "
+                                 "with `peanut index`") from None
+            if crc != int(want):
+                raise InputError(self.path, f"damaged index: /{name} does not match its checksum; rebuild it with "
+                                 "`peanut index`")
+            checked += 1
+        return checked
+
+    def check_table(self, kmers, starts, positions):
+        """Structural checks of the q-gram table before it reaches a kernel, which would read out of bounds on
+        a damaged one: kmers ascending below 4^q, CSR starts from 0 ascending to the number of positions,
+        positions inside the padded genome.  Raises InputError naming the dataset."""
+        def damaged(name, what):
+            return InputError(self.path, f"damaged index: /qgrams/{name} {what}; rebuild it with `peanut index`")
+
+        n = len(kmers)
+        if len(starts) != n + 1:
+            raise damaged("starts", f"has {len(starts):,} entries for {n:,} q-grams")
+        if n and (int(starts[0]) != 0 or int(starts[n]) != len(positions)):
+            raise damaged("starts", "does not run from 0 to the number of positions")
+        if n and int(kmers[n - 1]) >= 4 ** self.q:
+            raise damaged("kmers", f"holds a value beyond 4^{self.q}")
+        for lo in range(0, n, CHECK_BLOCK):
+            hi = min(n, lo + CHECK_BLOCK)
+            k = np.asarray(kmers[lo : hi + 1])
+            if (k[1:] <= k[:-1]).any():
+                raise damaged("kmers", "is not strictly ascending")
+            s = np.asarray(starts[lo : hi + 1])
+            if (s[1:] < s[:-1]).any():
+                raise damaged("starts", "is not ascending")
+        if len(positions) and int(np.max(positions)) >= self.total_padded:
+            raise damaged("positions", "holds a position beyond the genome")
 
     def describe(self):
         a = self.attrs

@@ -148,6 +148,7 @@ class ResidentReference:
             parts = [pool.submit(f) for f in (ri.packed, ri.ambiguity_bitmap, ri.kmers,
                                                lambda: ri.kmer_starts(starts_dtype), ri.positions)]
             packed, ambiguous, kmers, starts, positions = (f.result() for f in parts)
+        ri.check_table(kmers, starts, positions)
         return cls(device, packed, ambiguous, ri.offsets, ri.lengths, kmers, starts, positions, ri.q, ri.step,
                    **kwargs)
 
