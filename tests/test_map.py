@@ -516,3 +516,11 @@ def test_reads_longer_than_supported_are_reported_unmapped(example_index, tmp_pa
     assert fields[10].rstrip("\n") == long_read[2]
     others = [line for line in sam_body(tmp_path / "without.sam") if not line.startswith("@")]
     assert body[:10] + body[11:] == others
+
+
+def test_a_closed_pipe_ends_quietly(example_index):
+    """`peanut map ... | head`: the reader of the SAM goes away early; peanut ends as Unix tools do (SIGPIPE),
+    with nothing on standard error."""
+    run = _shell(f"PEANUT map -q {example_index} {READS} | head -3; echo status ${{PIPESTATUS[0]}} >&2")
+    assert run.stdout.count("\n") == 3 and run.stdout.startswith("@HD")
+    assert run.stderr.strip() in ("status 141", "status 0"), run.stderr
