@@ -3,8 +3,9 @@
 
 ``choose_pairs`` gives, for all pairs of a chunk at once, what the plain Python ``choose_pair`` of
 tests/pair_oracle.py gives for one pair fed with its ``pair_score`` of each concordant combination
-(tests/test_pair_choice.py checks that the results are equal).  Wrapped by pair_choice.py. The arithmetic is written in the same order as
-there so that the floating-point results, and hence the integers, are the same.
+(tests/test_pair_choice.py checks that the results are equal).  Wrapped by pair_choice.py. The arithmetic
+is written in the same order as there so that the floating-point results, and hence the integers, are the
+same.
 """
 import numpy as np
 
@@ -45,7 +46,8 @@ def choose_pairs(const int64_t[::1] pair, const int64_t[::1] rank_a, const int64
     Concordant combinations c (grouped by pair, ``pair[c]`` non-decreasing): the ranks of mate 1's and mate 2's
     hits, the two hits' alignment scores and the insert. ``own``: each read's own best score (0 without an
     aligned hit). Returns (chosen rank per read, paired per pair (bool), q_pe per pair (-1 when not paired)):
-    as choose_pair with score_un = own[2p] + own[2p+1] - pen_unpaired, pair MAPQ capped at q_max; pairs not paired keep rank 0.
+    as choose_pair with score_un = own[2p] + own[2p+1] - pen_unpaired, pair MAPQ capped at q_max; pairs not
+    paired keep rank 0.
     """
     cdef int64_t n = pair.shape[0], n_reads = own.shape[0]
     if rank_a.shape[0] != n or rank_b.shape[0] != n or score_a.shape[0] != n or score_b.shape[0] != n \

@@ -196,7 +196,8 @@ class Device:
         self.allocator = pyopencl.tools.ImmediateAllocator(self.queue)
         # Size classes of the pool: a CPU device's buffers are host memory whose untouched pages cost nothing,
         # so coarse classes (4 per octave, up to 25 % rounding) let batches of slightly different sizes share
-        # blocks instead of first-touching one per class; a GPU keeps pyopencl's default (16 per octave), since there the rounding is real device memory.
+        # blocks instead of first-touching one per class; a GPU keeps pyopencl's default (16 per octave),
+        # since there the rounding is real device memory.
         self.pool = pyopencl.tools.MemoryPool(self.allocator, 2 if self.host_memory else 4)
         self._side_queue = None
         self._side_lock = threading.Lock()

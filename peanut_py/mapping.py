@@ -115,7 +115,6 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
         if path is not None:
             check_regular_file(path)
     sam.check_output_path(output, (index_path, reads_path, mates, reference))
-    sam.output_format(output)
     if output not in (None, "-") and not sam.is_special_file(output):
         stale = remove_stale_temporaries(output)
         if stale and log:

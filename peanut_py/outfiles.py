@@ -3,8 +3,9 @@ killed run (SIGKILL, the out-of-memory killer, a power cut) left behind.
 
 An output is written to ``.NAME.PID-RANDOM.tmp`` in the target's directory (same file system, so the final
 ``os.replace`` is atomic) and renamed onto NAME when complete; every error and signal deletes it.  Only a
-process that is killed outright leaves one; its PID is in the name, so the next run writing NAME removes the
-files whose process no longer exists (a live PID, even of another program, is left alone).
+process that is killed outright leaves one; its PID is in the name, so the next run writing NAME (``peanut
+map``, ``peanut index``) removes, once before it starts and saying so, the files whose process no longer
+exists (a live PID, even of another program, is left alone).
 """
 import glob
 import os

@@ -18,8 +18,8 @@ def choose_pairs(pair, rank_a, rank_b, score_a, score_b, insert, own, insert_siz
     i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
     return _pair_choice.choose_pairs(
         i64(pair), i64(rank_a), i64(rank_b), i64(score_a), i64(score_b), i64(insert), i64(own),
-        *((insert_size.mean, insert_size.std) if insert_size is not None else (0.0, 1.0)), scoring.match, scoring.mismatch, scoring.gap_open,
-        scoring.gap_extend, PEN_UNPAIRED, MAPQ_MAX)
+        *((insert_size.mean, insert_size.std) if insert_size is not None else (0.0, 1.0)),
+        scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, PEN_UNPAIRED, MAPQ_MAX)
 
 
 def pair_score(score_a, score_b, insert, insert_size, match):

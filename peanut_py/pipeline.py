@@ -2,8 +2,9 @@
 
 The device thread works on batch k+1 while the pool postprocesses batch k and the writer (the calling
 thread) writes batch k-1.  An optional host stage (pairs: the insert-size estimate, then mate rescue) runs
-in a thread of its own between the device thread and the pool. Output order equals input order because the writer consumes the pool's futures
-in submission order. The first error in any stage stops every stage and is re-raised in the caller.
+in a thread of its own between the device thread and the pool. Output order equals input order because the
+writer consumes the pool's futures in submission order. The first error in any stage stops every stage and
+is re-raised in the caller.
 """
 import queue
 import sys

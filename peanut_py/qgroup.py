@@ -84,9 +84,9 @@ class QGroupIndex:
 
     ``fold``: bases folded out of the key (0 or 1; default: the device's, see ``default_fold``).
 
-    ``sample_s`` stores S only for every ``s_stride``-th group (default S_STRIDE) (the paper samples every second): I + S then take
-    1 + 1/S_STRIDE bits per possible q-gram instead of 2, at the cost of up to S_STRIDE - 1 popcounts per
-    lookup (words of I in the same cache line).
+    ``sample_s`` stores S only for every ``s_stride``-th group (default S_STRIDE; the paper samples every
+    second): I + S then take 1 + 1/s_stride bits per possible q-gram instead of 2, at the cost of up to
+    s_stride - 1 popcounts per lookup (words of I in the same cache line).
     Attributes: ``I``, ``S``, ``Sp`` (device uint32 arrays), ``O`` (uint32 text positions), ``Ob`` (uint8, the
     folded bases of every entry of O; one unused byte when not folded), ``q``, ``fold``,
     ``sample_s``, ``s_stride``, ``n_groups``, ``n_distinct`` (distinct keys), ``n_occurrences`` (len of O).

@@ -462,9 +462,9 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
         return None
     out = page_aligned_empty(ds.shape[0], dtype or ds.dtype)
     fd = os.open(path, os.O_RDONLY)
-    # Fresh memory is slow to touch (a page fault on a virtual machine costs microseconds), so no chunk allocates more than it
-    # must: raw chunks of the stored type are read straight into the result, and each thread unshuffles into
-    # one scratch buffer of its own.
+    # Fresh memory is slow to touch (a page fault on a virtual machine costs microseconds), so no chunk
+    # allocates more than it must: raw chunks of the stored type are read straight into the result, and each
+    # thread unshuffles into one scratch buffer of its own.
     local = threading.local()
     direct = not deflated and not shuffled and out.dtype == ds.dtype
 
@@ -502,7 +502,9 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
 DATASETS = ("contigs/names", "contigs/lengths", "contigs/offsets", "contigs/md5", "sequence/packed",
             "sequence/exceptions/start", "sequence/exceptions/end", "sequence/exceptions/letter",
             "qgrams/kmers", "qgrams/starts", "qgrams/positions")
-VERIFY_BYTES = 64 << 20  # datasets up to this size are verified at every start-up (a human genome's sequence)
+# Datasets up to this size are verified at every start-up: the contigs, the exceptions and the packed
+# sequence of genomes up to about 270 Mbp.
+VERIFY_BYTES = 64 << 20
 CHECK_BLOCK = 1 << 22  # entries per block of the structural checks (bounded scratch memory)
 
 

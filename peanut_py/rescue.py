@@ -169,10 +169,11 @@ def align_windows(device, resident, text, rs_start, task_rs, lo, hi, opts, queue
     d_text, d_start = up(text, np.uint8), up(rs_start, np.uint32)
     outs = [cla.empty(queue, max(n, 1), np.int32, allocator=allocator) for _ in range(4)]
     if n:
+        sc = opts.scoring
         kernel(queue, (n * group,), (group,), np.uint32(n), d_rs.data, d_lo.data, d_hi.data, resident.packed.data,
                resident.ambiguous.data, d_text.data, d_start.data,
-               np.int32(opts.scoring.match), np.int32(opts.scoring.mismatch), np.int32(opts.scoring.gap_open), np.int32(opts.scoring.gap_extend),
-               np.int32(AMBIGUOUS_PENALTY), np.int32(opts.scoring.clip), np.int32(1 if opts.local else 0),
+               *(np.int32(v) for v in (sc.match, sc.mismatch, sc.gap_open, sc.gap_extend, AMBIGUOUS_PENALTY, sc.clip,
+                                        1 if opts.local else 0)),
                np.int32(rows_cap), cl.LocalMemory(4 * 4 * rows_cap), cl.LocalMemory(4 * 8 * group),
                cl.LocalMemory(4 * 4 * group), *(o.data for o in outs))
     return tuple(o.get()[:n] for o in outs)

@@ -13,7 +13,7 @@ import threading
 
 from ._version import __version__
 from .errors import PeanutError
-from .outfiles import remove_stale_temporaries, temporary_beside
+from .outfiles import temporary_beside
 
 # --- header ---------------------------------------------------------------------------------------------------
 
@@ -69,8 +69,7 @@ def abort_open_writers():
 
 
 def _temporary_beside(path):
-    """Create a new hidden file beside `path` (outfiles.py), after removing those of killed runs."""
-    remove_stale_temporaries(path)
+    """Create a new hidden file beside `path` (outfiles.py; the run removes a killed run's first)."""
     try:
         return temporary_beside(path)
     except OSError as e:
@@ -293,15 +292,16 @@ def output_format(path, fmt=None):
 
 
 def check_output_path(path, inputs=()):
-    """Refuse, before any work, an output file that cannot be written as asked: a directory, a file that is
-    one of ``inputs`` (reads, mates, index, reference; it would be overwritten), or a folder that does not
-    exist.  ``path`` None or '-' (standard output) is always fine."""
-    if path is None or path == "-":
-        return
-    if is_special_file(path) and not os.path.isdir(path):
+    """Refuse, before any work, an output file that cannot be written as asked: an unsupported format
+    (:func:`output_format`), a directory, a file that is one of ``inputs`` (reads, mates, index, reference; it
+    would be overwritten), or a folder that does not exist.  ``path`` None or '-' (standard output) and
+    special files (:func:`is_special_file`) are written as they are."""
+    output_format(path)
+    if path is None or path == "-" or is_special_file(path):
         return
     if os.path.isdir(path):
-        raise PeanutError(f"{path}: the output is a directory; give a file name such as {os.path.join(path, 'out.sam')}")
+        raise PeanutError(f"{path}: the output is a directory; give a file name such as "
+                          f"{os.path.join(path, 'out.sam')}")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise PeanutError(f"{path}: cannot write the output: no such directory {folder}")
@@ -326,9 +326,10 @@ def open_output(path, header, fmt=None, threads=1):
 
 
 def is_special_file(path):
-    """Whether ``path`` exists and is not a regular file (a device, FIFO or socket): output into it is
-    streamed, never written beside it and renamed onto it (which would replace a device node)."""
+    """Whether ``path`` exists and is neither a regular file nor a directory (a device, FIFO or socket): output
+    into it is streamed, never written beside it and renamed onto it (which would replace a device node)."""
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
+        mode = os.stat(path).st_mode
     except OSError:
         return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))

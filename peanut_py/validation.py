@@ -101,8 +101,8 @@ def _read_lengths(read_buffer):
     return np.diff(starts)
 
 
-def validate_candidates(device, resident, read_buffer, candidates, min_identity=DEFAULT_MIN_IDENTITY, words=None, selected=None,
-                        out=None, max_words=MAX_WORDS):
+def validate_candidates(device, resident, read_buffer, candidates, min_identity=DEFAULT_MIN_IDENTITY, words=None,
+                        selected=None, out=None, max_words=MAX_WORDS):
     """Run the validation kernel over all candidates: per-candidate device arrays (dist, start, end, keep).
 
     ``dist`` is NO_ALIGNMENT where the band holds no alignment; start/end are 0 for candidates not kept.
@@ -194,8 +194,8 @@ def _launch_myers(device, resident, read_buffer, candidates, table_dev, words, n
     )
 
 
-def validate_hits(device, resident, read_buffer, candidates, min_identity=DEFAULT_MIN_IDENTITY, max_words=MAX_WORDS, words=None,
-                  select=None):
+def validate_hits(device, resident, read_buffer, candidates, min_identity=DEFAULT_MIN_IDENTITY, max_words=MAX_WORDS,
+                  words=None, select=None):
     """Validate ``candidates`` and keep those with percent identity >= ``min_identity``, in candidate order.
 
     ``max_words`` bounds the bit-vector (band cap 64*max_words-1 diagonals); ``words`` forces an exact size
