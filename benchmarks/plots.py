@@ -8,9 +8,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 COLORS = {"peanut-best": "#d62728", "peanut-all": "#ff9896", "bwa": "#1f77b4", "minimap2": "#2ca02c",
-          "bowtie2": "#9467bd"}
-LINES = {"peanut-all": "--"}  # all mode's primary records often equal best mode's: keep both visible
-MARKERS = {"peanut-all": "s"}
+          "bowtie2": "#9467bd", "minibwa": "#17becf", "strobealign": "#ff7f0e", "minimap2-2.30": "#98df8a",
+          "bwa-mem2": "#aec7e8"}
+LINES = {"peanut-all": "--", "minimap2-2.30": "--", "bwa-mem2": "--"}  # keep near-equal curves visible
+MARKERS = {"peanut-all": "s", "minimap2-2.30": "s", "bwa-mem2": "s"}
 # MAPQ bins of the calibration plot: single MAPQ values are too thin to estimate an error rate.
 CAL_BINS = ((0, 0), (1, 4), (5, 9), (10, 19), (20, 29), (30, 39), (40, 49), (50, 59), (60, 255))
 
@@ -46,7 +47,9 @@ def throughput(results, path):
             x = j + (i - (len(tools) - 1) / 2) * width
             if run and run.get("ok"):
                 v = run["reads_per_s"]
-                ax.bar(x, v - bottom, width, bottom=bottom, color=COLORS.get(t, "grey"), label=t if j == 0 else None)
+                label = t + (" (own mapping time)" if run.get("speed_from") else "")
+                ax.bar(x, v - bottom, width, bottom=bottom, color=COLORS.get(t, "grey"),
+                       label=label if j == 0 else None)
                 ax.text(x, v * 1.08, f"{v:,.0f}", ha="center", va="bottom", rotation=90, fontsize=6)
             elif run:  # failed: a mark on the axis so it is not mistaken for a tool that was not run
                 ax.plot(x, bottom * 1.15, "x", color=COLORS.get(t, "grey"), ms=7, mew=2,

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Benchmark peanut-py against bwa mem, minimap2 -ax sr and bowtie2: speed, memory and accuracy.
+"""Benchmark peanut-py against bwa mem, minimap2 -ax sr, bowtie2 and the fast CPU peers (minibwa, strobealign,
+minimap2 2.30, bwa-mem2): speed, memory and accuracy.
 
-    benchmarks/run.py [--quick] [--gpu] [--tools bwa,minimap2,...] [--sets sim100se,...] [-t THREADS]
+    benchmarks/run.py [--quick] [--gpu] [--tools fast|bwa,minimap2,...] [--sets sim100se,...] [-t THREADS]
+                      [--peers-dir DIR]
 
 Writes benchmarks/results/<date>-<machine>[-quick].{json,md} and PNG plots; see benchmarks/README.md for
 what is measured and docs/benchmarks.md for the latest results. Every mapper run is recorded, a failed one
@@ -37,7 +39,16 @@ DEBIAN = {  # program -> Debian package
     "samtools": "samtools", "mason_variator": "seqan-apps", "mason_simulator": "seqan-apps",
     "razers3": "seqan-apps", "PicardCommandLine": "picard-tools",
 }
-ALL_TOOLS = ("peanut-best", "peanut-all", "bwa", "minimap2", "bowtie2")
+DEFAULT_TOOLS = ("peanut-best", "peanut-all", "bwa", "minimap2", "bowtie2")  # without --tools
+PEER_TOOLS = ("minibwa", "strobealign", "minimap2-2.30", "bwa-mem2")  # prebuilt, from ../shared/peers
+ALL_TOOLS = DEFAULT_TOOLS + PEER_TOOLS
+TOOL_SETS = {  # --tools shortcuts
+    "peanut": ("peanut-best", "peanut-all"),
+    "fast": ("peanut-best", "minibwa", "strobealign", "minimap2-2.30", "bwa-mem2", "bwa"),
+}
+# The prebuilt peers' binaries (bwa-mem2 is a dispatcher that runs bwa-mem2.avx2 etc. from its own folder).
+PEER_BINARIES = ("minibwa", "strobealign", "minimap2-2.30", "bwa-mem2")
+SHARED_PEERS = os.path.join(os.path.dirname(ROOT), "shared", "peers", "peers-bin.tar.xz")
 SIM_SETS = {  # name -> (read length, paired, mismatch scale)
     "sim100se": (100, False, 1.0),
     "sim100pe": (100, True, 1.0),
@@ -190,11 +201,72 @@ def measure(cmd, log_path, stdout_path=None, timeout=None):
 # ---------------------------------------------------------------------------------------------- tools
 
 class Tool:
-    """How one mapper builds its index and maps; ``family`` names the index it shares."""
+    """How one mapper builds its index and maps; ``family`` names the index it shares. ``index`` is None for
+    a mapper that builds its index in every mapping run (strobealign). ``own_times(log text)`` reads the
+    tool's own timings from its log (a dict, e.g. {"mapping_s": ..., "indexing_s": ...}); when it gives
+    ``mapping_s``, that time, not the wall clock, is the run's throughput."""
 
-    def __init__(self, name, family, programs, index, map_, version):
+    def __init__(self, name, family, programs, index, map_, version, own_times=None):
         self.name, self.family, self.programs = name, family, programs
         self.index_cmd, self.map_cmd, self.version = index, map_, version
+        self.own_times = own_times
+
+
+STROBEALIGN_TIMES = {  # strobealign's stderr, e.g. "Total time mapping: 0.02 s." and "Total time indexing: 0.01 s"
+    "mapping_s": re.compile(r"^Total time mapping:\s*([0-9.]+)\s*s\b", re.M),
+    "indexing_s": re.compile(r"^Total time indexing:\s*([0-9.]+)\s*s\b", re.M),
+}
+
+
+def strobealign_times(text):
+    """strobealign's own "Total time mapping" and "Total time indexing" (seconds) from its stderr; the last
+    occurrence of each, as a log may hold several runs. Absent lines are left out of the dict."""
+    times = {}
+    for key, pattern in STROBEALIGN_TIMES.items():
+        found = pattern.findall(text)
+        if found:
+            times[key] = float(found[-1])
+    return times
+
+
+def find_peer(name, peers_dir):
+    """Absolute path of a prebuilt peer's binary: in ``peers_dir`` first, else on PATH; None when absent."""
+    if peers_dir:
+        path = os.path.join(peers_dir, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return os.path.abspath(path)
+    return shutil.which(name)
+
+
+def resolve_peers_dir(args, needed):
+    """The folder of the prebuilt peers: --peers-dir (or its bin/), else ``<work>/peers/bin``, unpacked
+    once from ../shared/peers/peers-bin.tar.xz when that exists and a peer is ``needed``; None: PATH only."""
+    if args.peers_dir:
+        d = os.path.abspath(args.peers_dir)
+        if not os.path.isdir(d):
+            sys.exit(f"benchmark: --peers-dir {d}: no such folder")
+        if not any(os.path.exists(os.path.join(d, b)) for b in PEER_BINARIES) and os.path.isdir(os.path.join(d, "bin")):
+            d = os.path.join(d, "bin")
+        return d
+    base = os.path.join(args.work, "peers")
+    d = os.path.join(base, "bin")
+    if all(os.path.exists(os.path.join(d, b)) for b in PEER_BINARIES):
+        return d
+    if needed and os.path.exists(SHARED_PEERS):
+        import tarfile
+        log(f"unpacking {SHARED_PEERS} into {base}")
+        tmp = tempfile.mkdtemp(prefix=".peers-", dir=os.path.dirname(base) if os.path.isdir(os.path.dirname(base))
+                               else None)
+        with tarfile.open(SHARED_PEERS, "r:xz") as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(tmp, filter="data")
+            else:
+                tar.extractall(tmp)
+        shutil.rmtree(base, ignore_errors=True)
+        os.makedirs(os.path.dirname(base), exist_ok=True)
+        shutil.move(tmp, base)
+        return d
+    return d if os.path.isdir(d) else None
 
 
 def make_tools(args):
@@ -202,6 +274,8 @@ def make_tools(args):
     bt2 = shutil.which("bowtie2") or shutil.which("bowtie2-align-s") or "bowtie2"
     bt2_build = shutil.which("bowtie2-build") or shutil.which("bowtie2-build-s") or "bowtie2-build"
     extra = shlex.split(args.peanut_args or "")
+    peers_dir = getattr(args, "peers_bin", None)
+    peer = {b: find_peer(b, peers_dir) or b for b in PEER_BINARIES}  # a bare name: missing (check_programs)
 
     def peanut_map(mode):
         def cmd(idx, r1, r2, out, t):
@@ -224,6 +298,18 @@ def make_tools(args):
             if os.path.exists(p):
                 src.update(open(p, "rb").read())
         return (v[-1] if v else "peanut-py ?") + f" (src {src.hexdigest()[:8]})"
+
+    def minibwa_index(ref, d, t):
+        # minibwa writes ref.fa.l2b and ref.fa.mbw next to the FASTA it is given: a link in the index folder
+        fa = os.path.join(d, "ref.fa")
+        if os.path.lexists(fa):
+            os.unlink(fa)
+        os.symlink(os.path.abspath(ref), fa)
+        return [peer["minibwa"], "index", "-t", t, fa], fa
+
+    def last_line(text):
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        return lines[-1].strip() if lines else "?"
 
     tools = {
         "peanut-best": Tool("peanut-best", "peanut", [], peanut_index, peanut_map("best"), peanut_version),
@@ -249,6 +335,32 @@ def make_tools(args):
                                          + ["-S", out], None),
             lambda: "bowtie2 " + first_match(r"version\s+(\S+)", capture([bt2, "--version"])),
         ),
+        "minibwa": Tool(
+            "minibwa", "minibwa", [peer["minibwa"]], minibwa_index,
+            lambda idx, r1, r2, out, t: ([peer["minibwa"], "map", "-t", t, idx, r1] + ([r2] if r2 else []), out),
+            lambda: "minibwa " + last_line(capture([peer["minibwa"], "version"])),
+        ),
+        "strobealign": Tool(
+            "strobealign", "strobealign", [peer["strobealign"]], None,
+            lambda idx, r1, r2, out, t: ([peer["strobealign"], "-t", t, idx, r1] + ([r2] if r2 else []), out),
+            lambda: "strobealign " + last_line(capture([peer["strobealign"], "--version"])),
+            own_times=strobealign_times,
+        ),
+        "minimap2-2.30": Tool(
+            "minimap2-2.30", "minimap2-2.30", [peer["minimap2-2.30"]],
+            lambda ref, d, t: ([peer["minimap2-2.30"], "-x", "sr", "-t", t, "-d", os.path.join(d, "ref.mmi"), ref],
+                               os.path.join(d, "ref.mmi")),
+            lambda idx, r1, r2, out, t: ([peer["minimap2-2.30"], "-ax", "sr", "-t", t, idx, r1] + ([r2] if r2 else [])
+                                         + ["-o", out], None),
+            lambda: "minimap2 " + last_line(capture([peer["minimap2-2.30"], "--version"])),
+        ),
+        "bwa-mem2": Tool(
+            "bwa-mem2", "bwa-mem2", [peer["bwa-mem2"]],
+            lambda ref, d, t: ([peer["bwa-mem2"], "index", "-p", os.path.join(d, "ref"), ref], os.path.join(d, "ref")),
+            lambda idx, r1, r2, out, t: ([peer["bwa-mem2"], "mem", "-t", t, idx, r1] + ([r2] if r2 else []), out),
+            # the dispatcher's own lines ("Looking to launch ...") come with it; v2.3 prints "2.2.1"
+            lambda: "bwa-mem2 " + first_match(r"^(\d+\.\d+\S*)\s*$", capture([peer["bwa-mem2"], "version"])),
+        ),
     }
     return tools
 
@@ -261,10 +373,16 @@ def have(program):
     return any(simulate.find_tool(p) for p in alternatives.get(program, (program,)))
 
 
-def check_programs(args, tools, sets):
-    """Missing programs: exit with the apt-get command, install them (--install, root), or in --gpu mode
-    only return them (the parts that need them are skipped)."""
-    needed = {"samtools", "PicardCommandLine"}
+OPTIONAL = {"PicardCommandLine": "SAM validation"}  # missing: that step is skipped with a note, never an exit
+
+
+def check_programs(args, tools, sets, installed=False):
+    """Missing programs. A tool named in --tools whose program is missing ends the run with one line (as
+    root with --install, a Debian one is installed first). Otherwise, as before: exit with the apt-get
+    command, install them (--install, root), or in --gpu mode only return them (the parts that need them
+    are skipped). Programs in OPTIONAL (Picard) are only returned, in every mode."""
+    explicit = args.tools is not None
+    needed = set(OPTIONAL)
     for t in tools:
         needed.update(t.programs)
     if any(s in SIM_SETS for s in sets):
@@ -274,19 +392,37 @@ def check_programs(args, tools, sets):
     missing = sorted(p for p in needed if not have(p))
     if not missing:
         return []
-    packages = sorted({DEBIAN[p] for p in missing} | ({"time"} if not gnu_time_available() else set()))
-    command = "apt-get install -y " + " ".join(packages)
-    if args.gpu:
-        return missing
-    if args.install and os.geteuid() == 0:
+    root_install = args.install and os.geteuid() == 0 and not args.gpu and not installed
+    if explicit:
+        lacking = [(t, [p for p in t.programs if p in missing]) for t in tools]
+        lacking = [(t, ps) for t, ps in lacking if ps]
+        if lacking and not (root_install and all(p in DEBIAN for _, ps in lacking for p in ps)):
+            by_hint = {}  # one hint for all the prebuilt peers, one per Debian package
+            for t, ps in lacking:
+                if all(p in DEBIAN for p in ps):
+                    hint = "apt-get install -y " + " ".join(sorted({DEBIAN[p] for p in ps}))
+                else:
+                    peers_bin = getattr(args, "peers_bin", None)
+                    hint = (f"not in {peers_bin} nor on PATH" if peers_bin else "not on PATH") + \
+                        "; --peers-dir DIR names the folder of the prebuilt peers"
+                by_hint.setdefault(hint, []).extend(os.path.basename(p) for p in ps)
+            parts = [f"{', '.join(names)} ({hint})" for hint, names in by_hint.items()]
+            sys.exit("benchmark: programs of tools named in --tools are missing: " + "; ".join(parts))
+    hard = [p for p in missing if p not in OPTIONAL]
+    time_pkg = {"time"} if not gnu_time_available() else set()
+    if root_install and all(p in DEBIAN for p in missing):  # Picard too: --install installs what it can
+        command = "apt-get install -y " + " ".join(sorted({DEBIAN[p] for p in missing} | time_pkg))
         log(f"installing: {command}")
         if subprocess.call(command.split()) != 0:
             subprocess.call(["apt-get", "update"])
             if subprocess.call(command.split()) != 0:
                 sys.exit("benchmark: apt-get install failed")
-        return check_programs(args, tools, sets)
+        return check_programs(args, tools, sets, installed=True)
+    if not hard or args.gpu:
+        return missing
+    command = "apt-get install -y " + " ".join(sorted({DEBIAN.get(p, p) for p in hard} | time_pkg))
     sudo = "" if os.geteuid() == 0 else "sudo "
-    sys.exit(f"benchmark: missing programs: {', '.join(missing)}\ninstall them with:\n  {sudo}{command}\n"
+    sys.exit(f"benchmark: missing programs: {', '.join(hard)}\ninstall them with:\n  {sudo}{command}\n"
              f"(or run benchmarks/run.py --install as root)")
 
 
@@ -372,23 +508,28 @@ def prepare_sets(args, names, genomes, notes):
             length, paired, scale = SIM_SETS[name]
             seed = SIM_SEEDS[name] + 100 * args.seed_offset
             n_frag = args.reads // 2 if paired else args.reads
+            threads = simulate.effective_sim_threads(n_frag, args.sim_threads)
             params = {"genome": human.sha, "vcf": vcf and sha1_file(vcf), "n": n_frag, "len": length,
                       "paired": paired, "scale": scale, "seed": seed,
                       "mason": capture([simulate.find_tool("mason_simulator") or "mason_simulator", "--version"])}
+            if threads > 1:  # one thread: the key of the reads simulated before threads were used
+                params["threads"] = threads
             d = os.path.join(args.work, "reads", f"{name}-{param_hash(params)}")
             done = os.path.join(d, "done")
             if not os.path.exists(done):
-                log(f"mason_simulator: {name} ({n_frag} {'pairs' if paired else 'reads'} of {length} bp)")
+                log(f"mason_simulator: {name} ({n_frag} {'pairs' if paired else 'reads'} of {length} bp, "
+                    f"{args.sim_threads} threads)")
                 shutil.rmtree(d, ignore_errors=True)
                 simulate.simulate_reads(human.fa, d, n_frag, length, paired, seed, vcf=vcf,
-                                        mismatch_scale=scale)
+                                        mismatch_scale=scale, threads=args.sim_threads)
                 open(done, "w").write(json.dumps(params))
             r1, r2 = os.path.join(d, "r1.fq"), os.path.join(d, "r2.fq") if paired else None
             sets[name] = {
                 "genome": "human", "paired": paired, "r1": r1, "r2": r2, "reads": n_frag * (2 if paired else 1),
                 "truth": os.path.join(d, "truth.sam"), "truth_kind": "mason",
                 "source": f"mason_simulator, Illumina {length} bp, mismatch x{scale:g}, "
-                          f"{'variants' if vcf else 'no variants'}, seed {seed}",
+                          f"{'variants' if vcf else 'no variants'}, seed {seed}"
+                          + (f", {threads} simulation threads" if threads > 1 else ""),
             }
             if name == "sim100se" and args.razers_reads > 0:
                 sets[name]["gold"] = prepare_gold(args, d, human, r1, notes)
@@ -485,7 +626,11 @@ def warm_up_kernels(args, tools, sets, index_of, run_dir, notes):
 # ---------------------------------------------------------------------------------------------- indexes
 
 def build_index(args, tool, genome, version):
-    """Index of ``tool`` for ``genome``, built once and cached with its measured build cost."""
+    """Index of ``tool`` for ``genome``, built once and cached with its measured build cost. A tool without a
+    separate index (strobealign) maps against the FASTA itself: {"ok": True, "none": True}."""
+    if tool.index_cmd is None:
+        return {"ok": True, "none": True, "index": genome.fa, "version": version, "cached": False,
+                "note": "no separate index: it is built in every mapping run"}
     d = os.path.join(args.work, "index", f"{tool.family}-{genome.sha[:12]}-{param_hash(version)[:8]}")
     meta_path = os.path.join(d, "build.json")
     if os.path.exists(meta_path):
@@ -539,6 +684,14 @@ def summarize(run, reads):
     for k in ("wall_s", "cpu_s", "max_rss_mb"):
         run[k] = statistics.median(r[k] for r in good)
     run["reads_per_s"] = reads / run["wall_s"] if run["wall_s"] > 0 else None
+    for k in ("mapping_s", "indexing_s"):  # a tool's own timings (strobealign), when every good rep has them
+        if all(k in r for r in good):
+            run[k] = statistics.median(r[k] for r in good)
+    if run.get("mapping_s"):
+        # strobealign builds its index in every run: its throughput is counted over its own mapping time
+        run["reads_per_s_wall"] = run["reads_per_s"]
+        run["reads_per_s"] = reads / run["mapping_s"]
+        run["speed_from"] = "own mapping time"
 
 
 # ---------------------------------------------------------------------------------------------- machine
@@ -568,14 +721,34 @@ def default_machine_label(args):
 
 # ---------------------------------------------------------------------------------------------- main
 
+def expand_tools(spec):
+    """Tool names of a --tools value (None: the default set), shortcuts expanded, first mention kept."""
+    names = []
+    for item in (spec.split(",") if spec is not None else DEFAULT_TOOLS):
+        item = item.strip()
+        for name in TOOL_SETS.get(item, (item,) if item else ()):
+            if name not in names:
+                names.append(name)
+    return names
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small read sets on the bundled slice, 1 repetition")
     p.add_argument("--gpu", action="store_true",
-                   help="for the lent GPU machine: no network, missing peers/picard/razers3 are skipped with a note")
-    p.add_argument("--tools", help=f"comma-separated subset of {','.join(ALL_TOOLS)} ('peanut' = both modes)")
+                   help="for the lent GPU machine: no network; missing programs of the default tool set, mason "
+                        "and razers3 are skipped with a note (a tool named in --tools must be there)")
+    p.add_argument("--tools", help=f"comma-separated subset of {','.join(ALL_TOOLS)}; 'peanut' = both modes, "
+                                   f"'fast' = {','.join(TOOL_SETS['fast'])} (default: {','.join(DEFAULT_TOOLS)})")
+    p.add_argument("--peers-dir", metavar="DIR",
+                   help="folder of the prebuilt peers' binaries (minibwa, strobealign, minimap2-2.30, bwa-mem2 and "
+                        "bwa-mem2.*; DIR/bin is tried too); default: WORK/peers/bin, unpacked once from "
+                        "../shared/peers/peers-bin.tar.xz, else PATH")
     p.add_argument("--sets", help=f"comma-separated subset of {','.join(list(SIM_SETS) + list(REAL_SETS))}")
     p.add_argument("-t", "--threads", type=int, default=len(os.sched_getaffinity(0)), help="threads for every tool")
+    p.add_argument("--sim-threads", type=int,
+                   help="mason_simulator --num-threads (default: -t); sets of more than 65,536 reads/pairs depend on "
+                        "it up to their number of 65,536-fragment chunks (the read cache is keyed by it)")
     p.add_argument("--reads", type=int, help="reads per set (pairs: half as many pairs); quick 20000, full 200000")
     p.add_argument("--reps", type=int, help="repetitions of every run; quick 1, full 3")
     p.add_argument("--genome", choices=("auto", "slice", "chr20"), default="auto",
@@ -611,13 +784,11 @@ def parse_args(argv=None):
     if args.update_docs is None:
         args.update_docs = not (args.quick or args.gpu or args.replot)
     args.work, args.results, args.data = map(os.path.abspath, (args.work, args.results, args.data))
-    tools = (args.tools or ",".join(ALL_TOOLS)).replace("peanut,", "peanut-best,peanut-all,")
-    if tools.endswith(",peanut") or tools == "peanut":
-        tools = tools[: -len("peanut")] + "peanut-best,peanut-all"
-    args.tool_names = [t for t in tools.split(",") if t]
+    args.tool_names = expand_tools(args.tools)
     bad = [t for t in args.tool_names if t not in ALL_TOOLS]
     if bad:
-        p.error(f"unknown tools {bad}; known: {', '.join(ALL_TOOLS)} and 'peanut'")
+        p.error(f"unknown tools {bad}; known: {', '.join(ALL_TOOLS)}, and {' '.join(map(repr, TOOL_SETS))}")
+    args.sim_threads = args.sim_threads or args.threads
     known_sets = list(SIM_SETS) + list(REAL_SETS)
     args.set_names = args.sets.split(",") if args.sets else list(QUICK_SETS if args.quick else known_sets)
     bad = [s for s in args.set_names if s not in known_sets]
@@ -633,6 +804,7 @@ def main(argv=None):
         return replot(args)
     started = time.perf_counter()
     notes = []
+    args.peers_bin = resolve_peers_dir(args, needed=any(n in PEER_TOOLS for n in args.tool_names))
     all_tools = make_tools(args)
     tools = [all_tools[n] for n in args.tool_names]
     missing = check_programs(args, tools, args.set_names)
@@ -721,14 +893,23 @@ def main(argv=None):
                 log(f"rep {rep + 1}/{args.reps} {name} {t.name}")
                 if os.path.exists(sam):
                     os.unlink(sam)
-                m = measure(cmd, os.path.join(d, f"{t.name}.log"), stdout_path=stdout, timeout=args.timeout)
+                log_path = os.path.join(d, f"{t.name}.log")
+                offset = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+                m = measure(cmd, log_path, stdout_path=stdout, timeout=args.timeout)
                 if m["ok"] and not os.path.exists(sam):
                     m.update(ok=False, error="exit status 0 but no SAM written")
+                if m["ok"] and t.own_times:
+                    with open(log_path, "rb") as f:  # this run's part of the log
+                        f.seek(offset)
+                        m.update(t.own_times(f.read().decode(errors="replace")))
+                    if "mapping_s" not in m:
+                        notes.append(f"{t.name} on {name}: no own mapping time in its log; wall clock used")
                 run["reps"].append(m)
                 if not m["ok"]:
                     log(f"{t.name} on {name} failed: {m['error'][:300]}")
                     continue
-                log(f"  {m['wall_s']:.1f} s wall, {m['cpu_s']:.1f} s CPU, {m['max_rss_mb']:.0f} MB")
+                own = f" ({m['mapping_s']:.2f} s its own mapping time)" if "mapping_s" in m else ""
+                log(f"  {m['wall_s']:.1f} s wall{own}, {m['cpu_s']:.1f} s CPU, {m['max_rss_mb']:.0f} MB")
                 if "mapping" not in run:
                     try:
                         evaluate(args, run, s, truths.get(name), golds.get(name), sam, t.name, picard)

@@ -74,17 +74,32 @@ def make_variants(ref_fa, vcf, seed, snp_rate=0.001, indel_rate=0.0001, log_path
     _run(cmd, log_path or str(vcf) + ".log")
 
 
+MASON_CHUNK = 65536  # mason_simulator's default --chunk-size: fragments simulated in one batch
+
+
+def effective_sim_threads(n_fragments, threads):
+    """The thread count that mason_simulator's output depends on: it simulates batches of MASON_CHUNK
+    fragments, one per thread, each thread with its own random generator, so the reads of ``threads`` and
+    of min(threads, number of batches) are the same (checked with mason_simulator 2.0.9 on one contig,
+    with and without -iv); below one batch, every thread count gives the same reads."""
+    chunks = max(1, -(-int(n_fragments) // MASON_CHUNK))
+    return max(1, min(int(threads), chunks))
+
+
 def simulate_reads(ref_fa, out_dir, n_fragments, length, paired, seed, vcf=None, mismatch_scale=1.0,
-                   log_path=None):
+                   log_path=None, threads=1):
     """Illumina reads with mason_simulator; returns (r1, r2 or None, truth.sam).
 
-    One simulation thread: mason seeds each thread separately, so the reads depend on the thread count."""
+    ``threads``: mason's --num-threads. Mason seeds each thread separately, so beyond one batch of
+    MASON_CHUNK fragments the reads depend on the thread count (see effective_sim_threads); the first batch
+    is the same for every thread count."""
     os.makedirs(out_dir, exist_ok=True)
     r1 = os.path.join(out_dir, "r1.fq")
     r2 = os.path.join(out_dir, "r2.fq") if paired else None
     truth = os.path.join(out_dir, "truth.sam")
     cmd = [
-        find_tool("mason_simulator"), "-ir", ref_fa, "-n", n_fragments, "--seed", seed, "--num-threads", 1,
+        find_tool("mason_simulator"), "-ir", ref_fa, "-n", n_fragments, "--seed", seed,
+        "--num-threads", max(1, int(threads)),
         "--illumina-read-length", length, "--illumina-prob-mismatch-scale", mismatch_scale,
         "-o", r1, "-oa", truth, "-q",
     ]
