@@ -215,9 +215,10 @@ def build_parser():
     p.add_argument("--validate-all", action="store_true",
                    help="mode best: validate every candidate, not only the strongest and their close rivals "
                    "(slower; same best hits, MAPQ from all rivals)")
-    p.add_argument("--align-on", choices=("cpu", "device"), default="cpu",
-                   help="where the final affine-gap alignment of reported hits runs: the postprocessing threads "
-                   "(cpu, default) or the OpenCL device; the output is identical")
+    p.add_argument("--align-on", choices=("auto", "cpu", "device"), default="auto",
+                   help="where the final affine-gap alignment of reported hits runs: the OpenCL device, once per "
+                   "batch, or the postprocessing threads (cpu); auto (default): the device on a GPU when -t is "
+                   "6 or less, else the threads. The output is identical")
     _option(p, RunOptions, "memory_cap", type=_size)
     _option(p, RunOptions, "batch_size")
     for name in ("match", "mismatch", "gap_open", "gap_extend", "clip"):

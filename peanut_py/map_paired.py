@@ -3,8 +3,9 @@
 Reads flow through the pipeline (pipeline.py): reader -> device stage -> host stage -> postprocessing pool ->
 writer.  The host stage first makes the insert size known (insert_size.insert_size_stage: estimated from the
 first ``insert_size.ESTIMATE_PAIRS`` pairs, or ``-I``), then rescues mates on the device's side queue
-(rescue.py) while the device maps the next batch; the postprocessor places pairs
-(postprocess.Postprocessor.process_pairs).
+(rescue.py) while the device maps the next batch and, when the postprocessor aligns on the device, plans the
+batch's chunks and aligns them there in one call (postprocess.Postprocessor.batch_aligned_steps); the
+postprocessor places pairs (postprocess.Postprocessor.process_pairs or the finishing steps).
 """
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,6 +29,8 @@ class PairedRun:
 
     def __init__(self, stage, post, reads_path, mates_path, opts, threads, insert_size=None, log=None):
         self.stage, self.post, self.opts, self.threads, self.log = stage, post, opts, threads, log
+        self.align_on_device = post.align_on == "device"
+        self.host_name = "rescue and align" if self.align_on_device else "rescue"
         self.reads_path, self.mates_path = reads_path, mates_path
         self.given = insert_size
         self.insert_size = insert_size
@@ -36,9 +39,13 @@ class PairedRun:
     def batches(self, batch_size):
         return pair_batches(self.reads_path, self.mates_path, batch_size)
 
+    def n_chunks(self):
+        return max(1, self.threads) * self.post.CHUNKS_PER_THREAD
+
     def host_stage(self, items):
         """The insert size, then mate rescue: on its own thread and the device's side queue, so that the host
-        part (anchors, windows) and the rescue kernel of batch k run while the device maps batch k + 1."""
+        part (anchors, windows) and the rescue kernel of batch k run while the device maps batch k + 1; then,
+        with the device aligner, the batch's chunks planned and aligned (yielding their finishing steps)."""
         device, resident, post = self.stage.device, self.stage.resident, self.post
         side_queue = device.side_queue()
         with ThreadPoolExecutor(max_workers=RESCUE_THREADS, thread_name_prefix="peanut-windows") as pool:
@@ -55,11 +62,17 @@ class PairedRun:
                     rs, start, end, dist = merge_hits(base, extra)
                     result = DeviceResult(rs=rs, ref_start=start, ref_end=end, dist=dist, raw_hits=result.raw_hits,
                                           candidates=result.candidates, seconds=result.seconds)
-                yield batch, result
+                if self.align_on_device:
+                    yield batch, post.batch_aligned_steps(batch, result, self.n_chunks(), pool, insert_size,
+                                                          paired=True)
+                else:
+                    yield batch, result
 
-    def post_steps(self, batch, result):
-        return self.post.pair_chunk_steps(batch, result, max(1, self.threads) * self.post.CHUNKS_PER_THREAD,
-                                          self.insert_size)
+    def post_steps(self, batch, item):
+        """``item``: the host stage's result, or its finishing steps when the device aligns."""
+        if self.align_on_device:
+            return item
+        return self.post.pair_chunk_steps(batch, item, self.n_chunks(), self.insert_size)
 
     def summary(self, n_reads, counts, summary):
         """The paired-end fields of the run's summary, and its log line."""

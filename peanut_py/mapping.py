@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from . import sam
 from .device import Device
@@ -17,7 +18,7 @@ from .options import RunOptions, check
 from .outfiles import remove_stale_temporaries
 from .pipeline import StageTimes, postprocess_threads, run_pipeline
 from .reads import check_regular_file
-from .postprocess import Postprocessor
+from .postprocess import Postprocessor, resolve_align_on
 from .reference import ReferenceIndex, reference_checksum
 from .resident import ResidentReference
 
@@ -128,6 +129,7 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     rg_line, rg_id = sam.parse_read_group(read_group) if read_group else (None, None)
     opts = opts.with_read_group(rg_id)
     device = Device(device_spec, memory_cap=run.memory_cap)
+    opts = replace(opts, align_on=resolve_align_on(opts.align_on, device, threads))
     t0 = time.perf_counter()
     # the host's base codes (for the final alignment) are unpacked while the device copy loads and uploads
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -187,7 +189,8 @@ def _run(stage, part, header, reads_path, output, threads, batch_size, log, t_st
     times = StageTimes()
     with sam.open_output(output, header, threads=threads) as out:
         n_reads, _ = run_pipeline(part.batches(batch_size), device_step, part.post_steps, out.write, threads=threads,
-                                  log=log, times=times, host_stage=part.host_stage)
+                                  log=log, times=times, host_stage=part.host_stage,
+                                  host_name=part.host_name)
         if n_reads == 0:
             # an empty reads file is almost always a mistake upstream; leave no output that looks valid
             raise PeanutError(f"{reads_path}: empty file (no reads)")

@@ -95,11 +95,13 @@ class MapOptions:
     scoring: Scoring = field(default_factory=Scoring)
     read_group_id: str = None
     validate_all: bool = False  # mode best: no best-stratum selection (selection.py)
-    align_on: str = "cpu"  # final alignment: "cpu" (align.py on the pool) or "device" (align_device.py)
+    # final alignment: "cpu" (align.py on the pool), "device" (align_device.py, one launch per batch) or "auto"
+    # (the device on GPUs with few host threads, else the pool; postprocess.resolve_align_on)
+    align_on: str = "auto"
 
     def __post_init__(self):
-        if self.align_on not in ("cpu", "device"):
-            raise PeanutError(f"--align-on {self.align_on!r}: must be cpu or device")
+        if self.align_on not in ("auto", "cpu", "device"):
+            raise PeanutError(f"--align-on {self.align_on!r}: must be auto, cpu or device")
         if parse_mode(self.mode) is None:
             raise PeanutError(f"--mode {self.mode!r}: must be best, all or strata:N with N >= 1")
 

@@ -4,7 +4,16 @@ Per read: duplicate removal and strata (ranking.py), the final banded affine-gap
 hit (align.py, or align_device.py on the device), MAPQ (mapq.py) and the SAM records (sam_records.py); pairs
 are placed by pair_choice.py under the pair model of pairs.py.  One call handles one chunk of a batch, so a
 thread pool can work on several chunks at once; the output does not depend on how reads are chunked.
+
+Each chunk is processed in three steps: a plan (ranking, and the alignment problems it needs solved), the
+solution of those problems (the aligner), and its finish (MAPQ, placement, SAM text).  On the CPU the pool
+runs all three per chunk (``chunk_steps``); with the device aligner, ``batch_aligned_steps`` plans the chunks,
+solves the whole batch's problems in one device call and returns the chunks' finishing steps, so that the
+device sees few large launches instead of one small launch per chunk and thread.
 """
+from functools import partial
+from typing import NamedTuple
+
 import numpy as np
 
 from . import pairs
@@ -21,6 +30,71 @@ BAND_PAD = 8
 
 
 _KEY = 1 << 32  # (read, rank) -> read * _KEY + rank
+
+ALIGN_ON = ("auto", "cpu", "device")
+# --align-on auto: the device aligns when the postprocessing pool has at most this many workers
+AUTO_DEVICE_MAX_WORKERS = 4
+# a batch's alignments on the device use at most this share of its global memory per launch; the mapping
+# core's buffers and the resident reference hold the rest
+DEVICE_ALIGN_FRACTION = 8
+
+
+def resolve_align_on(align_on, device, workers=None):
+    """Where the final alignment runs. "auto" is the device on a GPU or accelerator when the postprocessing
+    pool has at most AUTO_DEVICE_MAX_WORKERS workers (or ``workers`` is not known), and the pool's threads
+    otherwise, and always on a CPU device, whose cores the pool already uses.  On a GPU with few host
+    threads the device's one launch per batch takes most of the pool's work away; with many threads the
+    pool keeps up on its own and the launch only adds a step in one thread (docs/gpu.md)."""
+    if align_on != "auto":
+        return align_on
+    if device is None or device.host_memory:
+        return "cpu"
+    return "device" if workers is None or workers <= AUTO_DEVICE_MAX_WORKERS else "cpu"
+
+
+class AlignmentProblems(NamedTuple):
+    """The final alignments a chunk asks for: per problem the read's strand codes
+    (``read_codes[read_off[k]:read_off[k + 1]]``), its reference window (``ref_codes``, ``ref_off``, global
+    start ``win_lo``), the band of diagonals [band_lo, band_hi] and the window's contig."""
+
+    read_codes: np.ndarray
+    read_off: np.ndarray
+    ref_codes: np.ndarray
+    ref_off: np.ndarray
+    win_lo: np.ndarray
+    band_lo: np.ndarray
+    band_hi: np.ndarray
+    contig: np.ndarray
+
+    @property
+    def n(self):
+        """The number of problems."""
+        return len(self.win_lo)
+
+
+def _concatenated_offsets(parts):
+    out, base = [np.zeros(1, dtype=np.int64)], 0
+    for off in parts:
+        out.append(np.asarray(off[1:], dtype=np.int64) + base)
+        base += int(off[-1])
+    return np.concatenate(out)
+
+
+def concatenate_problems(problems):
+    """One AlignmentProblems of several chunks', in their order."""
+    if len(problems) == 1:
+        return problems[0]
+    return AlignmentProblems(
+        np.concatenate([p.read_codes for p in problems]), _concatenated_offsets([p.read_off for p in problems]),
+        np.concatenate([p.ref_codes for p in problems]), _concatenated_offsets([p.ref_off for p in problems]),
+        *(np.concatenate([getattr(p, f) for p in problems]) for f in ("win_lo", "band_lo", "band_hi", "contig")))
+
+
+def slice_alignments(aln, a, b):
+    """Alignments ``a:b`` of a BatchAlignments, with their own CIGAR offsets."""
+    c0, c1 = int(aln.cigar_offsets[a]), int(aln.cigar_offsets[b])
+    return type(aln)(aln.pos[a:b], aln.ref_end[a:b], aln.read_begin[a:b], aln.read_end[a:b], aln.score[a:b],
+                     aln.nm[a:b], aln.cigar[c0:c1], aln.cigar_offsets[a:b + 1] - c0)
 
 
 def _sorted_unique(keys):
@@ -45,20 +119,20 @@ class Postprocessor:
     CHUNKS_PER_THREAD = 1
 
     def __init__(self, reference, genome_codes, opts, device=None):
-        """``device``: where the final alignment runs with ``opts.align_on == "device"`` (the same results as
-        align.pyx, bit for bit; see docs/alignment.md)."""
-        if opts.align_on == "device":
+        """``device``: where the final alignment runs with ``opts.align_on`` "device" or "auto" on a GPU (the
+        same results as align.pyx, bit for bit; see docs/alignment.md)."""
+        if opts.align_on not in ALIGN_ON:
+            raise ValueError(f"align_on must be one of {ALIGN_ON}, not {opts.align_on!r}")
+        self.align_on = resolve_align_on(opts.align_on, device)
+        if self.align_on == "device":
             if device is None:
                 raise ValueError("align_on='device' needs the device")
-            from functools import partial
+            from .align_device import align_batch_device, default_budget
 
-            from .align_device import align_batch_device
-
-            self._aligner = partial(align_batch_device, device)
-        elif opts.align_on == "cpu":
-            self._aligner = align_batch
+            budget = min(default_budget(device), max(1, device.global_mem // DEVICE_ALIGN_FRACTION))
+            self._aligner = partial(align_batch_device, device, memory_budget=budget)
         else:
-            raise ValueError(f"align_on must be 'cpu' or 'device', not {opts.align_on!r}")
+            self._aligner = align_batch
         self.names = list(reference.names)
         self.offsets = np.asarray(reference.offsets, dtype=np.int64)
         self.ends = self.offsets + np.asarray(reference.lengths, dtype=np.int64)
@@ -66,16 +140,101 @@ class Postprocessor:
         self.genome = genome_codes
         self.opts = opts
 
+    # --- chunks and the three steps -------------------------------------------------------------------------
+
+    def chunk_bounds(self, batch, result, n_chunks, paired=False):
+        """Split a batch into at most ``n_chunks`` read ranges ``(r0, r1, h0, h1)`` (reads r0..r1, hits
+        h0..h1); with ``paired``, ranges never split a pair."""
+        if paired:
+            n_pairs = batch.n // 2
+            bounds = 2 * np.linspace(0, n_pairs, max(1, min(n_chunks, n_pairs)) + 1).astype(np.int64)
+        else:
+            bounds = np.linspace(0, batch.n, max(1, min(n_chunks, batch.n)) + 1).astype(np.int64)
+        cuts = np.searchsorted(result.rs >> 1, bounds)
+        return [(int(bounds[k]), int(bounds[k + 1]), int(cuts[k]), int(cuts[k + 1])) for k in range(len(bounds) - 1)]
+
     def chunk_steps(self, batch, result, n_chunks):
         """Split a batch into ``n_chunks`` read ranges; each step returns (text, n_reads, stats)."""
-        bounds = np.linspace(0, batch.n, max(1, min(n_chunks, batch.n)) + 1).astype(np.int64)
-        read_of_hit = result.rs >> 1
-        cuts = np.searchsorted(read_of_hit, bounds)
+        return [partial(self.process, batch, result, *b) for b in self.chunk_bounds(batch, result, n_chunks)]
 
-        def step(k):
-            return lambda: self.process(batch, result, int(bounds[k]), int(bounds[k + 1]), int(cuts[k]), int(cuts[k + 1]))
+    def pair_chunk_steps(self, batch, result, n_chunks, insert_size):
+        """As chunk_steps for a batch of pairs (reads alternate mate 1, mate 2): chunks never split a pair."""
+        return [partial(self.process_pairs, batch, result, *b, insert_size)
+                for b in self.chunk_bounds(batch, result, n_chunks, paired=True)]
 
-        return [step(k) for k in range(len(bounds) - 1)]
+    def process(self, batch, result, r0, r1, h0, h1):
+        """SAM text of reads r0..r1 (hits h0..h1): plan, solve and finish in this thread."""
+        problems, finish = self.plan(batch, result, r0, r1, h0, h1)
+        return finish(self.solve(problems))
+
+    def process_pairs(self, batch, result, r0, r1, h0, h1, insert_size):
+        """As process for the pairs of reads r0..r1 (r0 even)."""
+        problems, finish = self.plan_pairs(batch, result, r0, r1, h0, h1, insert_size)
+        return finish(self.solve(problems))
+
+    def batch_aligned_steps(self, batch, result, n_chunks, pool, insert_size=None, paired=False):
+        """A batch's chunks planned on ``pool``, their alignment problems solved in one call of the aligner,
+        and the chunks' finishing steps returned (callables giving (text, n_reads, stats)): the same results
+        as chunk_steps / pair_chunk_steps."""
+        if paired:
+            futures = [pool.submit(self.plan_pairs, batch, result, *b, insert_size)
+                       for b in self.chunk_bounds(batch, result, n_chunks, paired=True)]
+        else:
+            futures = [pool.submit(self.plan, batch, result, *b) for b in self.chunk_bounds(batch, result, n_chunks)]
+        plans = [f.result() for f in futures]
+        solved = self.solve(concatenate_problems([problems for problems, _ in plans]))
+        steps, a = [], 0
+        for problems, finish in plans:
+            b = a + problems.n
+            steps.append(partial(finish, slice_alignments(solved, a, b)))
+            a = b
+        return steps
+
+    # --- the final alignment --------------------------------------------------------------------------------
+
+    def alignment_problems(self, batch, read, strand, hit_start, hit_end):
+        """The final alignments of hits (batch read index, strand, validated global [start, end) per hit):
+        each read strand against its hit's window, within a band around the validated diagonals."""
+        read = np.ascontiguousarray(read, dtype=np.int64)
+        read_codes, read_off = gather_read_strands(batch.codes, batch.offsets, read,
+                                                   np.ascontiguousarray(strand, dtype=np.uint8))
+        lengths = np.diff(read_off)
+        hit_start = np.asarray(hit_start).astype(np.int64)
+        hit_end = np.asarray(hit_end).astype(np.int64)
+        contig = np.searchsorted(self.offsets, hit_start, side="right") - 1
+        win_lo = np.maximum(hit_start - WINDOW_PAD, self.offsets[contig])
+        win_hi = np.minimum(hit_end + WINDOW_PAD, self.ends[contig])
+        ref_codes, ref_off = _gather(self.genome, win_lo, win_hi - win_lo)
+        d0 = hit_start - win_lo
+        d1 = hit_end - lengths - win_lo
+        band_lo = (np.minimum(d0, d1) - BAND_PAD).astype(np.int32)
+        band_hi = (np.maximum(d0, d1) + BAND_PAD).astype(np.int32)
+        return AlignmentProblems(read_codes, read_off, ref_codes, ref_off, win_lo, band_lo, band_hi, contig)
+
+    def solve(self, problems):
+        """The aligner (align.align_batch, or align_device's kernel) on ``problems``: BatchAlignments."""
+        sc = self.opts.scoring
+        p = problems
+        return self._aligner(p.read_codes, p.read_off, p.ref_codes, p.ref_off, p.win_lo, p.band_lo, p.band_hi,
+                             self.opts.local, sc.match, sc.mismatch, sc.gap_open, sc.gap_extend, clip=sc.clip)
+
+    def complete(self, problems, aln):
+        """The aligner's results finished: terminal gaps clipped (local mode) and MD strings; returns
+        (BatchAlignments, md_flat's MD (text, offsets), contig index per problem)."""
+        sc = self.opts.scoring
+        p = problems
+        if self.opts.local:
+            aln = clip_terminal_gaps(p.read_codes, p.read_off, p.ref_codes, p.ref_off, p.win_lo, aln, True, sc.match,
+                                     sc.mismatch, sc.gap_open, sc.gap_extend, clip=sc.clip)
+        md = md_flat(p.read_codes, p.read_off, p.ref_codes, p.ref_off, p.win_lo, aln)
+        return aln, md, p.contig
+
+    def align_hits(self, batch, read, strand, hit_start, hit_end):
+        """Final alignment of hits: alignment_problems, solve and complete in one call."""
+        problems = self.alignment_problems(batch, read, strand, hit_start, hit_end)
+        return self.complete(problems, self.solve(problems))
+
+    # --- single-end -----------------------------------------------------------------------------------------
 
     def _ranked(self, result, r0, r1, h0, h1):
         """Hits ``h0:h1`` (reads ``r0:r1``) deduplicated and in strata: the arrays, order, read_ptr,
@@ -88,39 +247,39 @@ class Postprocessor:
         report, n_best = strata_counts(order, ptr, dist, self.opts.n_strata, self.opts.max_hits)
         return rs, start, end, dist, order, ptr, report, n_best
 
-    def process(self, batch, result, r0, r1, h0, h1):
-        opts = self.opts
+    def plan(self, batch, result, r0, r1, h0, h1):
+        """Reads r0..r1 ranked: the alignment problems of their reported hits plus the best unreported one
+        (for XS), and ``finish(solved)`` giving (text, n_reads, stats) from the aligner's results."""
         n_reads = r1 - r0
         rs, start, end, dist, order, ptr, report, n_best = self._ranked(result, r0, r1, h0, h1)
         kept = np.diff(ptr)
-
-        # align the reported hits plus the best unreported one (for XS)
         n_align = np.minimum(report + 1, kept)
         local_read, rank_in_read = expand(n_align)
         hit = order[ptr[local_read] + rank_in_read]
         strand = (rs[hit] & 1).astype(bool)
-        read = local_read + r0
+        problems = self.alignment_problems(batch, local_read + r0, strand, start[hit], end[hit])
 
-        aln, md, contig = self.align_hits(batch, read, strand, start[hit], end[hit])
+        def finish(solved):
+            aln, md, contig = self.complete(problems, solved)
+            # per read: primary = first aligned hit (best stratum, leftmost); XS = best score among the others
+            first = np.cumsum(n_align) - n_align
+            has = (n_align > 0) & (report > 0)
+            prim = first[has]
+            prim_ok = aln.pos[prim] >= 0
+            score = np.full(n_reads, -1, dtype=np.int64)
+            sub = np.full(n_reads, -1, dtype=np.int64)
+            score[np.flatnonzero(has)[prim_ok]] = aln.score[prim[prim_ok]]
+            other = (rank_in_read > 0) & (aln.pos >= 0)
+            np.maximum.at(sub, local_read[other], aln.score[other].astype(np.int64))
+            second_stratum = kept - n_best  # hits worse than the best stratum
+            n_sub = np.where(n_best > 1, n_best - 1, np.minimum(second_stratum, 1))
+            aligned_len = np.zeros(n_reads, dtype=np.int64)
+            aligned_len[np.flatnonzero(has)[prim_ok]] = (aln.read_end - aln.read_begin)[prim[prim_ok]]
+            mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, self.opts.scoring)
+            mapq = np.where(n_best > 1, 0, mapq)
+            return self.format_chunk(batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq)
 
-        # per read: primary = first aligned hit (best stratum, leftmost); XS = best score among the others
-        first = np.cumsum(n_align) - n_align
-        has = (n_align > 0) & (report > 0)
-        prim = first[has]
-        prim_ok = aln.pos[prim] >= 0
-        score = np.full(n_reads, -1, dtype=np.int64)
-        sub = np.full(n_reads, -1, dtype=np.int64)
-        score[np.flatnonzero(has)[prim_ok]] = aln.score[prim[prim_ok]]
-        other = rank_in_read > 0
-        np.maximum.at(sub, local_read[other & (aln.pos >= 0)], aln.score[other & (aln.pos >= 0)].astype(np.int64))
-        second_stratum = kept - n_best  # hits worse than the best stratum
-        n_sub = np.where(n_best > 1, n_best - 1, np.minimum(second_stratum, 1))
-        aligned_len = np.zeros(n_reads, dtype=np.int64)
-        aligned_len[np.flatnonzero(has)[prim_ok]] = (aln.read_end - aln.read_begin)[prim[prim_ok]]
-        mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, opts.scoring)
-        mapq = np.where(n_best > 1, 0, mapq)
-
-        return self.format_chunk(batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq)
+        return problems, finish
 
     def format_chunk(self, batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq):
         """SAM text of a chunk of single-end reads: (text, n_reads, counts)."""
@@ -130,53 +289,11 @@ class Postprocessor:
             read_group_id=self.opts.read_group_id)
         return text, n_reads, {"mapped": mapped, "multi": multi}
 
-    def align_hits(self, batch, read, strand, hit_start, hit_end):
-        """Final alignment of hits (batch read index, strand, validated global [start, end) per hit):
-        returns (BatchAlignments, md_flat's MD (text, offsets), contig index per hit)."""
-        opts = self.opts
-        read = np.ascontiguousarray(read, dtype=np.int64)
-        read_codes, read_off = gather_read_strands(batch.codes, batch.offsets, read,
-                                                   np.ascontiguousarray(strand, dtype=np.uint8))
-        lengths = np.diff(read_off)
-
-        hit_start = hit_start.astype(np.int64)
-        hit_end = hit_end.astype(np.int64)
-        contig = np.searchsorted(self.offsets, hit_start, side="right") - 1
-        win_lo = np.maximum(hit_start - WINDOW_PAD, self.offsets[contig])
-        win_hi = np.minimum(hit_end + WINDOW_PAD, self.ends[contig])
-        ref_codes, ref_off = _gather(self.genome, win_lo, win_hi - win_lo)
-        d0 = hit_start - win_lo
-        d1 = hit_end - lengths - win_lo
-        band_lo = (np.minimum(d0, d1) - BAND_PAD).astype(np.int32)
-        band_hi = (np.maximum(d0, d1) + BAND_PAD).astype(np.int32)
-        sc = opts.scoring
-        aln = self._aligner(
-            read_codes, read_off, ref_codes, ref_off, win_lo, band_lo, band_hi, opts.local,
-            sc.match, sc.mismatch, sc.gap_open, sc.gap_extend, clip=sc.clip,
-        )
-        if opts.local:
-            aln = clip_terminal_gaps(read_codes, read_off, ref_codes, ref_off, win_lo, aln, True, sc.match,
-                                     sc.mismatch, sc.gap_open, sc.gap_extend, clip=sc.clip)
-        md = md_flat(read_codes, read_off, ref_codes, ref_off, win_lo, aln)
-        return aln, md, contig
-
     # --- paired-end -----------------------------------------------------------------------------------------
 
-    def pair_chunk_steps(self, batch, result, n_chunks, insert_size):
-        """As chunk_steps for a batch of pairs (reads alternate mate 1, mate 2): chunks never split a pair."""
-        n_pairs = batch.n // 2
-        bounds = 2 * np.linspace(0, n_pairs, max(1, min(n_chunks, n_pairs)) + 1).astype(np.int64)
-        cuts = np.searchsorted(result.rs >> 1, bounds)
-
-        def step(k):
-            return lambda: self.process_pairs(
-                batch, result, int(bounds[k]), int(bounds[k + 1]), int(cuts[k]), int(cuts[k + 1]), insert_size
-            )
-
-        return [step(k) for k in range(len(bounds) - 1)]
-
-    def process_pairs(self, batch, result, r0, r1, h0, h1, insert_size):
-        """SAM text of the pairs of reads r0..r1 (r0 even), as BWA-MEM places pairs (docs/paired.md).
+    def plan_pairs(self, batch, result, r0, r1, h0, h1, insert_size):
+        """The pairs of reads r0..r1 (r0 even) ranked, as BWA-MEM places pairs (docs/paired.md): the alignment
+        problems and ``finish(solved)`` giving (text, n_reads, stats), as plan.
 
         Each read's best MAX_PAIR_HITS hits (by edit distance) are candidates; their concordant FR
         combinations (pairs.concordant_combinations) and each read's primary, reported and XS hits (as for
@@ -185,7 +302,6 @@ class Postprocessor:
         (pair_choice.choose_pairs, in place_pairs). MAPQ: the single-end model on the chosen hit, raised by the
         pair's MAPQ (mapq.pair_mapq). The records: sam_records.format_pairs (format_pair_chunk).
         """
-        opts = self.opts
         n_reads = r1 - r0
         n_pairs = n_reads // 2
         rs, start, end, dist, order, ptr, report, _ = self._ranked(result, r0, r1, h0, h1)
@@ -206,70 +322,75 @@ class Postprocessor:
         a_read, a_rank = expand(n_align)
         key = _sorted_unique(np.concatenate([a_read * _KEY + a_rank, c_read[f] * _KEY + c_rank[f],
                                              c_read[v] * _KEY + c_rank[v]]))
-        if len(key) == 0:  # no read of the chunk has a hit
-            none = np.full(n_reads, -1, dtype=np.int64)
-            return self.format_pair_chunk(batch, r0, n_reads, none, np.zeros(n_reads + 1, dtype=np.int64), none[:0],
-                                          None, None, None, None, np.zeros(n_reads, dtype=bool), none, none,
-                                          np.zeros(n_pairs, dtype=bool))
         i_read, i_rank = key // _KEY, key % _KEY
         hit = order[ptr[i_read] + i_rank]
         strand = (rs[hit] & 1).astype(bool)
-        aln, md, contig = self.align_hits(batch, i_read + r0, strand, start[hit], end[hit])
-        ok = aln.pos >= 0
-        score_of = np.where(ok, aln.score, 0).astype(np.int64)
+        problems = self.alignment_problems(batch, i_read + r0, strand, start[hit], end[hit])
 
-        # placement per pair (pair_choice.choose_pairs on the pair score of each combination)
-        rank0 = np.searchsorted(key, reads * _KEY)  # item of each read's rank 0 (valid where kept > 0)
-        rank0 = np.minimum(rank0, len(key) - 1)
-        own = np.where((kept > 0) & ok[rank0], score_of[rank0], 0)
-        fi = np.searchsorted(key, c_read[f] * _KEY + c_rank[f])
-        vi = np.searchsorted(key, c_read[v] * _KEY + c_rank[v])
-        good = ok[fi] & ok[vi]
-        f_read, f_rank, v_rank = c_read[f][good], c_rank[f][good], c_rank[v][good]
-        mate1_fwd = f_read % 2 == 0
-        chosen, paired, q_pe = self.place_pairs(
-            f_read // 2, np.where(mate1_fwd, f_rank, v_rank), np.where(mate1_fwd, v_rank, f_rank),
-            score_of[fi][good], score_of[vi][good], inserts[good], own, insert_size)
+        def finish(solved):
+            if len(key) == 0:  # no read of the chunk has a hit
+                none = np.full(n_reads, -1, dtype=np.int64)
+                return self.format_pair_chunk(batch, r0, n_reads, none, np.zeros(n_reads + 1, dtype=np.int64),
+                                              none[:0], None, None, None, None, np.zeros(n_reads, dtype=bool), none,
+                                              none, np.zeros(n_pairs, dtype=bool))
+            aln, md, contig = self.complete(problems, solved)
+            ok = aln.pos >= 0
+            score_of = np.where(ok, aln.score, 0).astype(np.int64)
 
-        # per read: the chosen hit, then the others of ranks 0..n_align-1 (as for single-end reads)
-        has = kept > 0
-        prim = np.where(has, np.searchsorted(key, reads * _KEY + chosen), -1)
-        mapped = np.zeros(n_reads, dtype=bool)
-        mapped[has] = ok[prim[has]]
-        o_read, j = expand(np.maximum(n_align - 1, 0))
-        o_rank = j + (j >= chosen[o_read])
-        o_item = np.searchsorted(key, o_read * _KEY + o_rank)
-        score = np.full(n_reads, -1, dtype=np.int64)
-        sub = np.full(n_reads, -1, dtype=np.int64)
-        aligned_len = np.zeros(n_reads, dtype=np.int64)
-        score[mapped] = aln.score[prim[mapped]]
-        aligned_len[mapped] = (aln.read_end - aln.read_begin)[prim[mapped]]
-        o_ok = ok[o_item]
-        np.maximum.at(sub, o_read[o_ok], aln.score[o_item[o_ok]].astype(np.int64))
-        # hits with the chosen hit's edit distance: ties make a mate ambiguous on its own
-        chosen_dist = dist[hit[np.maximum(prim, 0)]]
-        kept_read, _ = expand(kept)
-        same = np.bincount(kept_read[dist[order] == chosen_dist[kept_read]], minlength=n_reads).astype(np.int64)
-        n_sub = np.where(same > 1, same - 1, np.clip(kept - 1, 0, 1))
-        mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, opts.scoring)
-        mapq = np.where(same > 1, 0, mapq).astype(np.int64)
+            # placement per pair (pair_choice.choose_pairs on the pair score of each combination)
+            rank0 = np.searchsorted(key, reads * _KEY)  # item of each read's rank 0 (valid where kept > 0)
+            rank0 = np.minimum(rank0, len(key) - 1)
+            own = np.where((kept > 0) & ok[rank0], score_of[rank0], 0)
+            fi = np.searchsorted(key, c_read[f] * _KEY + c_rank[f])
+            vi = np.searchsorted(key, c_read[v] * _KEY + c_rank[v])
+            good = ok[fi] & ok[vi]
+            f_read, f_rank, v_rank = c_read[f][good], c_rank[f][good], c_rank[v][good]
+            mate1_fwd = f_read % 2 == 0
+            chosen, paired, q_pe = self.place_pairs(
+                f_read // 2, np.where(mate1_fwd, f_rank, v_rank), np.where(mate1_fwd, v_rank, f_rank),
+                score_of[fi][good], score_of[vi][good], inserts[good], own, insert_size)
 
-        # pairs: proper = both mapped on a concordant combination; MAPQ raised by the pair's
-        both = mapped[0::2] & mapped[1::2]
-        proper = np.zeros(n_pairs, dtype=bool)
-        if both.any():
-            pa, pb = np.where(mapped, prim, 0)[0::2], np.where(mapped, prim, 0)[1::2]
-            ha, hb = hit[pa], hit[pb]
-            proper = both & pairs.concordant(insert_size, contig[pa], rs[ha] & 1, start[ha], end[ha],
-                                               contig[pb], rs[hb] & 1, start[hb], end[hb])
-        boost = np.repeat(paired & both, 2)
-        mapq = np.where(boost, pair_mapq(mapq, np.repeat(q_pe, 2)), mapq)
-        # the other reported hits of each read, in rank order (o_read is sorted)
-        rep = o_ok & (o_rank < report[o_read])
-        rep_ptr = np.zeros(n_reads + 1, dtype=np.int64)
-        np.cumsum(np.bincount(o_read[rep], minlength=n_reads), out=rep_ptr[1:])
-        return self.format_pair_chunk(batch, r0, n_reads, prim, rep_ptr, o_item[rep], strand, contig, aln, md, mapped,
-                                      sub, mapq, proper)
+            # per read: the chosen hit, then the others of ranks 0..n_align-1 (as for single-end reads)
+            has = kept > 0
+            prim = np.where(has, np.searchsorted(key, reads * _KEY + chosen), -1)
+            mapped = np.zeros(n_reads, dtype=bool)
+            mapped[has] = ok[prim[has]]
+            o_read, j = expand(np.maximum(n_align - 1, 0))
+            o_rank = j + (j >= chosen[o_read])
+            o_item = np.searchsorted(key, o_read * _KEY + o_rank)
+            score = np.full(n_reads, -1, dtype=np.int64)
+            sub = np.full(n_reads, -1, dtype=np.int64)
+            aligned_len = np.zeros(n_reads, dtype=np.int64)
+            score[mapped] = aln.score[prim[mapped]]
+            aligned_len[mapped] = (aln.read_end - aln.read_begin)[prim[mapped]]
+            o_ok = ok[o_item]
+            np.maximum.at(sub, o_read[o_ok], aln.score[o_item[o_ok]].astype(np.int64))
+            # hits with the chosen hit's edit distance: ties make a mate ambiguous on its own
+            chosen_dist = dist[hit[np.maximum(prim, 0)]]
+            kept_read, _ = expand(kept)
+            same = np.bincount(kept_read[dist[order] == chosen_dist[kept_read]], minlength=n_reads).astype(np.int64)
+            n_sub = np.where(same > 1, same - 1, np.clip(kept - 1, 0, 1))
+            mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, self.opts.scoring)
+            mapq = np.where(same > 1, 0, mapq).astype(np.int64)
+
+            # pairs: proper = both mapped on a concordant combination; MAPQ raised by the pair's
+            both = mapped[0::2] & mapped[1::2]
+            proper = np.zeros(n_pairs, dtype=bool)
+            if both.any():
+                pa, pb = np.where(mapped, prim, 0)[0::2], np.where(mapped, prim, 0)[1::2]
+                ha, hb = hit[pa], hit[pb]
+                proper = both & pairs.concordant(insert_size, contig[pa], rs[ha] & 1, start[ha], end[ha],
+                                                   contig[pb], rs[hb] & 1, start[hb], end[hb])
+            boost = np.repeat(paired & both, 2)
+            mapq = np.where(boost, pair_mapq(mapq, np.repeat(q_pe, 2)), mapq)
+            # the other reported hits of each read, in rank order (o_read is sorted)
+            rep = o_ok & (o_rank < report[o_read])
+            rep_ptr = np.zeros(n_reads + 1, dtype=np.int64)
+            np.cumsum(np.bincount(o_read[rep], minlength=n_reads), out=rep_ptr[1:])
+            return self.format_pair_chunk(batch, r0, n_reads, prim, rep_ptr, o_item[rep], strand, contig, aln, md,
+                                          mapped, sub, mapq, proper)
+
+        return problems, finish
 
     def place_pairs(self, pair, rank_a, rank_b, score_a, score_b, insert, own, insert_size):
         """Placement of a chunk's pairs from their concordant combinations: pair_choice.choose_pairs with

@@ -159,11 +159,13 @@ def test_md_of_the_aligned_hits_is_consistent(mapped_example):
         check_consistency(codes, genome[lo:hi], lo, hit)
 
 
-@pytest.mark.parametrize("extra", [[], ["-p"]], ids=["single", "paired"])
+@pytest.mark.parametrize("extra", [[], ["-p"], ["-p", "--batch-size", "700"]],
+                         ids=["single", "paired", "paired-batches"])
 def test_align_on_device_gives_identical_sam(example_index, tmp_path, extra):
-    """`peanut map --align-on device` (peanut_py/kernels/affine.cl from the postprocessing threads) writes the
-    same SAM as the default CPU alignment, single-end and paired-end, with two threads."""
-    if extra:
+    """`peanut map --align-on device` (peanut_py/kernels/affine.cl, one launch per batch from the align stage)
+    writes the same SAM as the CPU alignment in the postprocessing threads, single-end and paired-end, in one
+    batch and in several."""
+    if "-p" in extra:
         reads = tmp_path / "interleaved.fq"
         with gzip.open(READS, "rt") as f1, gzip.open(str(READS).replace("_R1", "_R2"), "rt") as f2, \
                 open(reads, "w") as o:
@@ -178,8 +180,97 @@ def test_align_on_device_gives_identical_sam(example_index, tmp_path, extra):
         rc, _, err = run_cli("map", str(example_index), str(reads), *extra, "-t", "2", "--align-on", where,
                              "-o", str(out))
         assert rc == 0, err
+        assert ("rescue and align" in err) == ("-p" in extra and where == "device")
         outs.append(sam_body(out))
     assert len(outs[0]) > 2000 and outs[0] == outs[1]
+
+
+def _texts(steps):
+    return [(t if isinstance(t, str) else t.decode(), n, c) for t, n, c in (step() for step in steps)]
+
+
+@pytest.mark.parametrize("opts", OPTION_SETS[:3], ids=OPTION_IDS[:3])
+def test_batch_aligned_steps_equal_the_chunk_steps(mapped_example, opts):
+    """Postprocessor.batch_aligned_steps (chunks planned on a pool, one device alignment for the batch,
+    finishing steps) gives each chunk's text as chunk_steps (plan, CPU alignment and finish per chunk)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    device, index, resident, genome = mapped_example
+    batch = next(read_batches(str(READS)))
+    core = DeviceStage(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
+    result = core.map_batch(batch.codes, batch.offsets)
+    per_chunk = Postprocessor(index, genome, replace(opts, align_on="cpu"), device=device)
+    batched = Postprocessor(index, genome, replace(opts, align_on="device"), device=device)
+    assert (per_chunk.align_on, batched.align_on) == ("cpu", "device")
+    for n_chunks in (1, 7):
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            steps = batched.batch_aligned_steps(batch, result, n_chunks, pool)
+        assert len(steps) == n_chunks
+        assert _texts(steps) == _texts(per_chunk.chunk_steps(batch, result, n_chunks))
+
+
+def test_batch_aligned_steps_of_pairs_with_chunks_without_hits(mapped_example, tmp_path):
+    """Pairs: one chunk per pair (so chunks without any hit, of random pairs, sit between others) give the same
+    text through the batch's one device alignment as through the per-chunk CPU path."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    device, index, resident, genome = mapped_example
+    opts = MapOptions(secondary=True)
+    batch = next(read_pair_batches(*pair_files(tmp_path, "fastq", True)))
+    per_chunk = Postprocessor(index, genome, opts)
+    batched = Postprocessor(index, genome, MapOptions(secondary=True, align_on="device"), device=device)
+    result, insert_size = map_pair_batch(device, resident, per_chunk, batch, opts)
+    n_pairs = batch.n // 2
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        steps = batched.batch_aligned_steps(batch, result, n_pairs, pool, insert_size, paired=True)
+    expected = _texts(per_chunk.pair_chunk_steps(batch, result, n_pairs, insert_size))
+    assert _texts(steps) == expected
+    assert len(expected) == n_pairs
+    assert all(int(line.split("\t")[1]) & sam_records.FLAG_UNMAPPED
+               for t, _, _ in expected[:3] for line in t.splitlines())
+
+
+def test_align_on_auto_picks_the_device_on_gpus_with_few_threads():
+    """--align-on auto: the device's aligner on a GPU (memory of its own) when the postprocessing pool is small
+    or its size unknown, the pool's with more workers, on a CPU device (host memory) or without a device; cpu
+    and device are taken as given."""
+    from peanut_py.pipeline import postprocess_threads
+    from peanut_py.postprocess import AUTO_DEVICE_MAX_WORKERS, resolve_align_on
+
+    gpu, cpu = SimpleNamespace(host_memory=False), SimpleNamespace(host_memory=True)
+    assert resolve_align_on("auto", gpu) == "device"
+    assert [resolve_align_on("auto", gpu, postprocess_threads(t)) for t in (1, 4, 6, 7, 16)] == \
+        ["device", "device", "device", "cpu", "cpu"]
+    assert resolve_align_on("auto", gpu, AUTO_DEVICE_MAX_WORKERS + 1) == "cpu"
+    assert resolve_align_on("auto", cpu, 1) == "cpu"
+    assert resolve_align_on("auto", None) == "cpu"
+    assert resolve_align_on("cpu", gpu, 1) == "cpu"
+    assert resolve_align_on("device", cpu, 16) == "device"
+
+
+def test_problems_concatenated_and_solutions_sliced(mapped_example):
+    """Solving several chunks' alignment problems as one (concatenate_problems) and cutting the solution
+    (slice_alignments) gives each chunk's own solution, CIGAR offsets included."""
+    from peanut_py.postprocess import concatenate_problems, slice_alignments
+
+    device, index, resident, genome = mapped_example
+    batch = next(read_batches(str(READS)))
+    result = DeviceStage(device, resident).map_batch(batch.codes, batch.offsets)
+    post = Postprocessor(index, genome, MapOptions())
+    plans = [post.plan(batch, result, *b)[0] for b in post.chunk_bounds(batch, result, 4)]
+    plans.insert(2, plans[0]._replace(read_codes=plans[0].read_codes[:0], read_off=np.zeros(1, np.int64),
+                                      ref_codes=plans[0].ref_codes[:0], ref_off=np.zeros(1, np.int64),
+                                      win_lo=plans[0].win_lo[:0], band_lo=plans[0].band_lo[:0],
+                                      band_hi=plans[0].band_hi[:0], contig=plans[0].contig[:0]))
+    whole = post.solve(concatenate_problems(plans))
+    a = 0
+    for problems in plans:
+        own, cut = post.solve(problems), slice_alignments(whole, a, a + problems.n)
+        a += problems.n
+        for field in own._fields:
+            assert np.array_equal(getattr(own, field), getattr(cut, field)), field
+    assert a == len(whole.pos) > 1000
 
 
 # --- pairs ------------------------------------------------------------------------------------------------------
