@@ -41,8 +41,8 @@ def cmd_index(args):
         step=opts.step,
         mask_threshold=opts.mask_threshold,
         command_line=args.command_line,
-        log=_log,
         compress=opts.compress,
+        log=None if args.quiet else _log,
     )
 
 
@@ -105,8 +105,10 @@ def cmd_map(args):
         secondary=args.secondary, scoring=scoring, validate_all=args.validate_all, align_on=args.align_on,
     ))
     run = check(RunOptions(threads=args.threads, batch_size=args.batch_size, memory_cap=args.memory_cap))
+    # -M is accepted and changes nothing: there are no supplementary records to mark (see its help)
     map_reads(
-        args.index, args.reads, opts, output=args.output, run=run, device_spec=args.device,
+        args.index, args.reads, opts, output=args.output, output_format=args.output_format,
+        hit_only=args.no_unmapped, run=run, device_spec=args.device,
         read_group=args.read_group, reference=args.reference, command_line=args.command_line,
         log=None if args.quiet else _log, mates=args.mates, interleaved=args.interleaved,
         insert_size=args.insert_size,
@@ -155,10 +157,35 @@ def _exit_interrupted():
     os._exit(130)
 
 
-def _option(parser, cls, name, type=int, **kwargs):
-    """An argument for field ``name`` of an options class: its flags, help, default and metavar from there."""
+def _option(parser, cls, name, type=int, note="", **kwargs):
+    """An argument for field ``name`` of an options class: its flags, help, default and metavar from there;
+    ``note`` is added to the help text."""
     parser.add_argument(*flags_of(cls, name), dest=name, type=type, default=default_of(cls, name),
-                        help=help_of(cls, name).replace("%", "%%"), metavar=metavar_of(cls, name), **kwargs)
+                        help=(help_of(cls, name) + note).replace("%", "%%"), metavar=metavar_of(cls, name), **kwargs)
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """The parser of one command (``peanut map`` ...): an unknown option is reported by the command itself,
+    with its usage line, instead of by the top-level parser with ``peanut COMMAND ...``.
+
+    ``no_number_after``: flags that take no value here but a number in another mapper (bwa mem's ``-U 17``),
+    with the error to give when a number follows one (it would otherwise be taken for a file name)."""
+
+    no_number_after = {}
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        for flag, value in zip(args, args[1:]):
+            if flag in self.no_number_after and value.isdigit() and not os.path.exists(value):
+                self.error(self.no_number_after[flag])
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
+# Read by peanut_py/reads.py (from the content, not the name); tests/test_cli_compat.py checks the list.
+READS_COMPRESSION = "plain or compressed with gzip, bzip2, xz or zstd (recognised from the content)"
 
 
 def build_parser():
@@ -167,13 +194,17 @@ def build_parser():
         description="peanut-py: portable OpenCL read mapper (q-group index, filtration, Myers validation)",
     )
     parser.add_argument("--version", action="version", version=f"peanut-py {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     sub.required = True
 
-    p = sub.add_parser("index", help="build the HDF5 reference index of a FASTA file")
-    p.add_argument("reference", metavar="REF.fa[.gz]", help="reference FASTA (plain or gzip); with --info: an index")
+    p = sub.add_parser("index", help="build the HDF5 reference index of a FASTA file",
+                       usage="%(prog)s [options] REF.fa[.gz]")
+    p.add_argument("reference", metavar="REF.fa[.gz]",
+                   help="reference FASTA, plain or gzip (bgzip too; decompress bzip2, xz or zstd first); "
+                        "with --info or --check: an index")
     p.add_argument("-o", "--output", metavar="OUT.h5", help="index file (default: REF.fa.peanut.h5 beside the FASTA)")
-    for name in ("q", "step", "mask_threshold"):
+    _option(p, IndexOptions, "q", note="; -q is this, not --quiet as in `peanut map`")
+    for name in ("step", "mask_threshold"):
         _option(p, IndexOptions, name)
     p.add_argument("--compress", action="store_true",
                    help="store the q-gram values and starts compressed: about half the file, but every `peanut map` "
@@ -182,15 +213,18 @@ def build_parser():
     p.add_argument("--check", action="store_true",
                    help="verify an existing index (REF is then the index): every dataset against its checksum, "
                    "and the q-gram table's structure; exit 1 naming the first damaged dataset")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress or summary on stderr (long form only: -q is the q-gram length here)")
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("info", help="print what an index holds")
     p.add_argument("index", metavar="INDEX.h5")
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("map", help="map reads to an index; SAM on stdout (or -o OUT.sam|OUT.bam)")
+    p = sub.add_parser("map", help="map reads to an index; SAM on stdout (or -o OUT.sam|OUT.bam)",
+                       usage="%(prog)s [options] INDEX.h5 READS [MATES]")
     p.add_argument("index", metavar="INDEX.h5")
-    p.add_argument("reads", metavar="READS", help="FASTQ or FASTA, plain or gzip")
+    p.add_argument("reads", metavar="READS", help=f"FASTQ or FASTA, {READS_COMPRESSION}")
     p.add_argument("mates", metavar="MATES", nargs="?",
                    help="second mates of READS (paired-end, FR orientation); names must match READS record by record")
     p.add_argument("-p", "--interleaved", action="store_true",
@@ -198,7 +232,21 @@ def build_parser():
     p.add_argument("-I", dest="insert_size", type=_insert_size, metavar="MEAN[,STD[,MAX[,MIN]]]",
                    help="insert size of the pairs instead of estimating it: STD defaults to 10%% of MEAN, "
                         "MAX/MIN to MEAN +- 4 STD")
-    p.add_argument("-o", "--output", metavar="OUT", help="output file: .sam or .bam (default: SAM on stdout)")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="output file: a .bam name writes BAM, any other SAM (default: standard output)")
+    p.add_argument("--output-format", "--output-fmt", dest="output_format", type=str.lower, choices=("sam", "bam"),
+                   help="write SAM or BAM whatever -o names, e.g. BAM to standard output (default: from -o's "
+                        "name, else SAM); a .sam or .bam name that says otherwise is refused. Not -O, which is "
+                        "the gap open penalty as in bwa mem")
+    p.add_argument("-U", "--no-unmapped", action="store_true",
+                   help="leave unmapped reads out of the output (as `samtools view -F 4`); a pair is kept whole "
+                        "when one mate is mapped (minimap2's --sam-hit-only). The summary on stderr still counts "
+                        "every read. (bwa mem's -U, the unpaired-pair penalty, has no counterpart here)")
+    p.no_number_after = {"-U": "argument -U/--no-unmapped takes no value (bwa mem's -U INT, the unpaired-pair "
+                              "penalty, has no counterpart here)"}
+    p.add_argument("-M", dest="mark_shorter_split", action="store_true",
+                   help="accepted for bwa mem command lines and changes nothing: peanut-py writes no "
+                        "supplementary (0x800) records or SA tags, so there are no split hits to mark secondary")
     _option(p, RunOptions, "threads")
     p.add_argument("--device", metavar="D", help="OpenCL device index or name substring (see `peanut devices`)")
     p.add_argument("-R", "--read-group", metavar="STR", help="read group header line such as '@RG\\tID:x\\tSM:y'")
@@ -218,13 +266,15 @@ def build_parser():
     p.add_argument("--align-on", choices=("auto", "cpu", "device"), default="auto",
                    help="where the final affine-gap alignment of reported hits runs: the OpenCL device, once per "
                    "batch, or the postprocessing threads (cpu); auto (default): the device on a GPU when -t is "
-                   "6 or less, else the threads. The output is identical")
+                   "8 or less, else the threads. The output is identical")
     _option(p, RunOptions, "memory_cap", type=_size)
     _option(p, RunOptions, "batch_size")
     for name in ("match", "mismatch", "gap_open", "gap_extend", "clip"):
         _option(p, Scoring, name)
     p.add_argument("--reference", metavar="REF.fa", help="refuse to run unless INDEX was built from this FASTA")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress or summary on stderr (in `peanut index`, -q is the q-gram length; --quiet "
+                        "means this in both)")
     p.set_defaults(func=cmd_map)
 
     p = sub.add_parser("devices", help="list OpenCL devices and mark the one a run would use")

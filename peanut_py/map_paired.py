@@ -3,9 +3,8 @@
 Reads flow through the pipeline (pipeline.py): reader -> device stage -> host stage -> postprocessing pool ->
 writer.  The host stage first makes the insert size known (insert_size.insert_size_stage: estimated from the
 first ``insert_size.ESTIMATE_PAIRS`` pairs, or ``-I``), then rescues mates on the device's side queue
-(rescue.py) while the device maps the next batch and, when the postprocessor aligns on the device, plans the
-batch's chunks and aligns them there in one call (postprocess.Postprocessor.batch_aligned_steps); the
-postprocessor places pairs (postprocess.Postprocessor.process_pairs or the finishing steps).
+(rescue.py) while the device maps the next batch; the postprocessor places pairs
+(postprocess.Postprocessor.process_pairs, or in two phases around one device alignment of the batch).
 """
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,10 +26,10 @@ def pair_batches(reads_path, mates_path, batch_size):
 class PairedRun:
     """The paired-end parts of a run: its batches, its host stage and its postprocessing steps."""
 
+    host_name = "rescue"
+
     def __init__(self, stage, post, reads_path, mates_path, opts, threads, insert_size=None, log=None):
         self.stage, self.post, self.opts, self.threads, self.log = stage, post, opts, threads, log
-        self.align_on_device = post.align_on == "device"
-        self.host_name = "rescue and align" if self.align_on_device else "rescue"
         self.reads_path, self.mates_path = reads_path, mates_path
         self.given = insert_size
         self.insert_size = insert_size
@@ -44,8 +43,7 @@ class PairedRun:
 
     def host_stage(self, items):
         """The insert size, then mate rescue: on its own thread and the device's side queue, so that the host
-        part (anchors, windows) and the rescue kernel of batch k run while the device maps batch k + 1; then,
-        with the device aligner, the batch's chunks planned and aligned (yielding their finishing steps)."""
+        part (anchors, windows) and the rescue kernel of batch k run while the device maps batch k + 1."""
         device, resident, post = self.stage.device, self.stage.resident, self.post
         side_queue = device.side_queue()
         with ThreadPoolExecutor(max_workers=RESCUE_THREADS, thread_name_prefix="peanut-windows") as pool:
@@ -62,17 +60,13 @@ class PairedRun:
                     rs, start, end, dist = merge_hits(base, extra)
                     result = DeviceResult(rs=rs, ref_start=start, ref_end=end, dist=dist, raw_hits=result.raw_hits,
                                           candidates=result.candidates, seconds=result.seconds)
-                if self.align_on_device:
-                    yield batch, post.batch_aligned_steps(batch, result, self.n_chunks(), pool, insert_size,
-                                                          paired=True)
-                else:
-                    yield batch, result
+                yield batch, result
 
-    def post_steps(self, batch, item):
-        """``item``: the host stage's result, or its finishing steps when the device aligns."""
-        if self.align_on_device:
-            return item
-        return self.post.pair_chunk_steps(batch, item, self.n_chunks(), self.insert_size)
+    def post_steps(self, batch, result):
+        """Per chunk on the pool, or in two phases around one device alignment of the batch."""
+        if self.post.align_on == "device":
+            return self.post.two_phase_steps(batch, result, self.n_chunks(), self.insert_size, paired=True)
+        return self.post.pair_chunk_steps(batch, result, self.n_chunks(), self.insert_size)
 
     def summary(self, n_reads, counts, summary):
         """The paired-end fields of the run's summary, and its log line."""

@@ -104,8 +104,11 @@ def pipeline_batch(device):
 
 
 def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), device_spec=None, read_group=None,
-              reference=None, command_line=None, log=None, mates=None, interleaved=False, insert_size=None):
-    """Map reads; returns a summary dict. SAM/BAM goes to ``output`` (None = stdout).
+              reference=None, command_line=None, log=None, mates=None, interleaved=False, insert_size=None,
+              output_format=None, hit_only=False):
+    """Map reads; returns a summary dict. SAM/BAM goes to ``output`` (None = stdout): ``output_format`` 'sam'
+    or 'bam' (None: from the name, sam.output_format), ``hit_only``: unmapped reads left out
+    (sam.drop_unmapped).
 
     ``opts``: options.MapOptions (what is reported); ``run``: options.RunOptions (threads, batch size, memory
     cap: never the output).  Paired-end: ``mates`` (the second file) or ``interleaved=True``;
@@ -115,7 +118,7 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     for path in (reads_path, mates):
         if path is not None:
             check_regular_file(path)
-    sam.check_output_path(output, (index_path, reads_path, mates, reference))
+    sam.check_output_path(output, (index_path, reads_path, mates, reference), fmt=output_format)
     if output not in (None, "-") and not sam.is_special_file(output):
         stale = remove_stale_temporaries(output)
         if stale and log:
@@ -165,7 +168,8 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
             from .map_single import SingleEndRun
 
             part = SingleEndRun(post, reads_path, threads)
-        return _run(stage, part, header, reads_path, output, threads, batch_size, log, t_start)
+        return _run(stage, part, header, reads_path, output, threads, batch_size, log, t_start,
+                    output_format=output_format, hit_only=hit_only)
     except BaseException:
         failed.set()
         raise
@@ -175,7 +179,8 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
         index.close()
 
 
-def _run(stage, part, header, reads_path, output, threads, batch_size, log, t_start):
+def _run(stage, part, header, reads_path, output, threads, batch_size, log, t_start, output_format=None,
+         hit_only=False):
     """One run of the pipeline for the single-end or paired-end ``part``; returns the summary."""
     stats = {"raw_hits": 0, "candidates": 0, "too_long": 0}
 
@@ -187,7 +192,7 @@ def _run(stage, part, header, reads_path, output, threads, batch_size, log, t_st
         return result
 
     times = StageTimes()
-    with sam.open_output(output, header, threads=threads) as out:
+    with sam.open_output(output, header, fmt=output_format, threads=threads, hit_only=hit_only) as out:
         n_reads, _ = run_pipeline(part.batches(batch_size), device_step, part.post_steps, out.write, threads=threads,
                                   log=log, times=times, host_stage=part.host_stage,
                                   host_name=part.host_name)

@@ -1,16 +1,20 @@
-"""Threads and bounded queues: reader -> device [-> host stage] -> postprocess pool -> writer.
+"""Threads and bounded queues: reader -> device [-> host stage] -> postprocess pool [-> batch step -> pool]
+-> writer.
 
 The device thread works on batch k+1 while the pool postprocesses batch k and the writer (the calling
 thread) writes batch k-1.  An optional host stage (pairs: the insert-size estimate, then mate rescue) runs
-in a thread of its own between the device thread and the pool. Output order equals input order because the
-writer consumes the pool's futures in submission order. The first error in any stage stops every stage and
-is re-raised in the caller.
+in a thread of its own between the device thread and the pool.  A batch's postprocessing may come in two
+phases (TwoPhaseSteps: the final alignment on the device): the pool runs its plans, a batch-step thread
+joins them in one call per batch, and the pool runs the finishing steps that call returns.  Output order
+equals input order because the writer consumes the pool's futures in submission order. The first error in
+any stage stops every stage and is re-raised in the caller.
 """
 import queue
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, List, NamedTuple
 
 _END = object()
 
@@ -18,6 +22,14 @@ _END = object()
 # the GIL after every blocking OpenCL call while postprocessing threads run short GIL-holding steps, so at the
 # default a fast device would spend much of its time waiting for hand-overs (docs/gpu.md, "GIL").
 SWITCH_INTERVAL = 0.0005
+
+
+class TwoPhaseSteps(NamedTuple):
+    """A batch's postprocessing in two phases: ``plans`` run on the pool, then ``join(their results)`` runs
+    once for the batch in the batch-step thread and returns the finishing steps, which run on the pool."""
+
+    plans: List[Callable]
+    join: Callable
 
 
 class _Failed:
@@ -112,6 +124,8 @@ def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=
     as ``host_name``.
     ``post_steps(batch, result) -> list of callables``: independent chunks of postprocessing; each callable
     returns ``(text, n_reads)`` or ``(text, n_reads, counters)`` and runs on the pool of ``threads`` workers.
+    It may return TwoPhaseSteps instead (for every batch of the run): the join's time, less the time it waits
+    for the plans, is reported as "batch step".
     ``write(text)`` runs in the calling thread, in input order.
     """
     previous_interval = sys.getswitchinterval()
@@ -129,6 +143,7 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
     to_device = _Channel(stop, queue_size)
     to_host = _Channel(stop, queue_size)
     to_writer = _Channel(stop, queue_size * max(threads, 1) * 2)
+    to_join = _Channel(stop, queue_size)
     errors = []
     progress = Progress(log)
 
@@ -164,8 +179,31 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
         return run
 
     def submit(batch, result):
-        for step in post_steps(batch, result):
+        steps = post_steps(batch, result)
+        if isinstance(steps, TwoPhaseSteps):
+            to_join.put((steps.join, [pool.submit(timed(plan)) for plan in steps.plans]))
+            return
+        for step in steps:
             to_writer.put(pool.submit(timed(step)))
+
+    def batch_stepper():
+        """Joins two-phase batches; also forwards the end of the stream, which comes after every batch's
+        futures were queued for the writer."""
+        try:
+            while True:
+                item = to_join.get()
+                if item is _END:
+                    break
+                join, futures = item
+                planned = [f.result() for f in futures]
+                t = time.perf_counter()
+                steps = join(planned)
+                times.add("batch step", time.perf_counter() - t)
+                for step in steps:
+                    to_writer.put(pool.submit(timed(step)))
+            to_writer.put(_END)
+        except BaseException as exc:  # noqa: BLE001
+            fail(exc)
 
     def device_worker():
         try:
@@ -180,7 +218,10 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
                     submit(batch, result)
                 else:
                     to_host.put((batch, result))
-            (to_writer if host_stage is None else to_host).put(_END)
+            if host_stage is None:
+                to_join.put(_END)
+            else:
+                to_host.put(_END)
         except BaseException as exc:  # noqa: BLE001
             fail(exc)
 
@@ -206,7 +247,7 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
                     break
                 times.add(host_name, time.perf_counter() - t - (waited[0] - w))
                 submit(batch, result)
-            to_writer.put(_END)
+            to_join.put(_END)
         except BaseException as exc:  # noqa: BLE001
             fail(exc)
 
@@ -216,6 +257,7 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
     ]
     if host_stage is not None:
         threads_.append(threading.Thread(target=host_worker, name=f"peanut-{host_name}", daemon=True))
+    threads_.append(threading.Thread(target=batch_stepper, name="peanut-batch-step", daemon=True))
     for th in threads_:
         th.start()
     try:

@@ -7,9 +7,10 @@ thread pool can work on several chunks at once; the output does not depend on ho
 
 Each chunk is processed in three steps: a plan (ranking, and the alignment problems it needs solved), the
 solution of those problems (the aligner), and its finish (MAPQ, placement, SAM text).  On the CPU the pool
-runs all three per chunk (``chunk_steps``); with the device aligner, ``batch_aligned_steps`` plans the chunks,
-solves the whole batch's problems in one device call and returns the chunks' finishing steps, so that the
-device sees few large launches instead of one small launch per chunk and thread.
+runs all three per chunk (``chunk_steps``); with the device aligner, ``two_phase_steps`` lets the pool plan
+the chunks, solves the whole batch's problems in one device call (the pipeline's batch-step thread) and
+leaves the chunks' finishing steps to the pool, so that the device sees one large launch per batch instead
+of one small launch per chunk and thread.
 """
 from functools import partial
 from typing import NamedTuple
@@ -20,6 +21,7 @@ from . import pairs
 from .align import align_batch, clip_terminal_gaps, md_flat
 from .mapq import mapq_model, pair_mapq
 from .pair_choice import choose_pairs
+from .pipeline import TwoPhaseSteps
 from .ranking import expand, gather_read_strands, gather_segments, rank_hits, strata_counts
 from .sam_records import format_pairs, format_single_end
 
@@ -33,7 +35,7 @@ _KEY = 1 << 32  # (read, rank) -> read * _KEY + rank
 
 ALIGN_ON = ("auto", "cpu", "device")
 # --align-on auto: the device aligns when the postprocessing pool has at most this many workers
-AUTO_DEVICE_MAX_WORKERS = 4
+AUTO_DEVICE_MAX_WORKERS = 6
 # a batch's alignments on the device use at most this share of its global memory per launch; the mapping
 # core's buffers and the resident reference hold the rest
 DEVICE_ALIGN_FRACTION = 8
@@ -172,19 +174,22 @@ class Postprocessor:
         problems, finish = self.plan_pairs(batch, result, r0, r1, h0, h1, insert_size)
         return finish(self.solve(problems))
 
-    def batch_aligned_steps(self, batch, result, n_chunks, pool, insert_size=None, paired=False):
-        """A batch's chunks planned on ``pool``, their alignment problems solved in one call of the aligner,
-        and the chunks' finishing steps returned (callables giving (text, n_reads, stats)): the same results
-        as chunk_steps / pair_chunk_steps."""
+    def two_phase_steps(self, batch, result, n_chunks, insert_size=None, paired=False):
+        """A batch's postprocessing with one call of the aligner (pipeline.TwoPhaseSteps): the chunks' plans,
+        then a join that solves all their alignment problems at once and returns the chunks' finishing
+        steps (callables giving (text, n_reads, stats)); the same results as chunk_steps / pair_chunk_steps."""
         if paired:
-            futures = [pool.submit(self.plan_pairs, batch, result, *b, insert_size)
-                       for b in self.chunk_bounds(batch, result, n_chunks, paired=True)]
+            plans = [partial(self.plan_pairs, batch, result, *b, insert_size)
+                     for b in self.chunk_bounds(batch, result, n_chunks, paired=True)]
         else:
-            futures = [pool.submit(self.plan, batch, result, *b) for b in self.chunk_bounds(batch, result, n_chunks)]
-        plans = [f.result() for f in futures]
-        solved = self.solve(concatenate_problems([problems for problems, _ in plans]))
+            plans = [partial(self.plan, batch, result, *b) for b in self.chunk_bounds(batch, result, n_chunks)]
+        return TwoPhaseSteps(plans, self.solve_planned)
+
+    def solve_planned(self, planned):
+        """The chunks' ``(problems, finish)`` plans solved in one call of the aligner: their finishing steps."""
+        solved = self.solve(concatenate_problems([problems for problems, _ in planned]))
         steps, a = [], 0
-        for problems, finish in plans:
+        for problems, finish in planned:
             b = a + problems.n
             steps.append(partial(finish, slice_alignments(solved, a, b)))
             a = b

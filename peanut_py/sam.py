@@ -1,15 +1,20 @@
 """Alignments out: the SAM header and atomic SAM/BAM writers (the records come from sam_records.py).
 
+The output is a path ('-' = standard output), a format (SAM or BAM; by default from the name) and whether
+unmapped reads are left out (``peanut map -U``, :func:`drop_unmapped`).
+
 A file output is written to a hidden temporary file beside the target and renamed onto it only by a
 successful ``close()``; ``abort()``, an exception inside ``with open_output(...)`` (Ctrl-C included) or an
 interpreter exit with the writer still open delete the temporary file, so no partial output is left.
 """
 import atexit
 import os
+import re
 import stat
 import sys
 import threading
 
+import numpy as np
 
 from ._version import __version__
 from .errors import PeanutError
@@ -51,6 +56,60 @@ def sam_header(names, lengths, md5s=None, read_group=None, program_command_line=
         pg += "\tCL:" + " ".join(program_command_line.split())  # no tabs or newlines inside a header field
     out.append(pg + "\n")
     return "".join(out)
+
+
+# --- what to write ------------------------------------------------------------------------------------------
+
+
+_TAB, _NEWLINE = 9, 10
+
+
+def drop_unmapped(text):
+    """The SAM records of ``text`` (whole lines, str or UTF-8 bytes) without those that ``samtools view -F 4``
+    would drop, except unmapped reads whose mate is mapped: records whose FLAG has 0x4 (unmapped) and either
+    lacks 0x1 (single-end) or has 0x8 (mate unmapped too). Pairs stay whole when one mate is mapped, as with
+    minimap2's --sam-hit-only.  Returns bytes (``text`` itself when nothing is dropped); lines without a
+    numeric FLAG (headers, anything malformed) are kept.
+
+    Bytes-level, with NumPy: one pass finds the tabs and newlines, the FLAG field is the text between each
+    line's first two of them; no Python code runs per record, only one slice per run of kept records."""
+    if isinstance(text, str):
+        text = text.encode()
+    if not text:
+        return text
+    a = np.frombuffer(text, np.uint8)
+    n = a.size
+    # tabs and newlines; another control byte (none in valid SAM) is found too: before FLAG, its line is kept
+    sep = np.flatnonzero(a <= _NEWLINE)
+    kind = a[sep]
+    line_ends = np.flatnonzero(kind == _NEWLINE)  # indices into sep
+    if line_ends.size == 0 or sep[line_ends[-1]] != n - 1:  # a last line without its newline
+        sep, kind = np.append(sep, n), np.append(kind, np.uint8(_NEWLINE))
+        line_ends = np.append(line_ends, sep.size - 1)
+    first = np.empty_like(line_ends)  # index into sep of each line's first separator
+    first[0] = 0
+    first[1:] = line_ends[:-1] + 1
+    sep_x = np.append(sep, [n, n])
+    kind_x = np.append(kind, np.array([_NEWLINE, _NEWLINE], np.uint8))
+    t1, t2 = sep_x[first], sep_x[first + 1]  # the tabs before and after FLAG
+    width = t2 - t1 - 1
+    valid = (kind_x[first] == _TAB) & (kind_x[first + 1] == _TAB) & (width >= 1) & (width <= 5)
+    flag = np.zeros(line_ends.size, np.int64)
+    for k in range(5):  # FLAG is 0..65535: at most five digits
+        used = width > k
+        digit = a[np.minimum(t1 + 1 + k, n - 1)].astype(np.int64) - 48
+        valid &= ~used | ((digit >= 0) & (digit <= 9))
+        flag = np.where(used, flag * 10 + digit, flag)
+    drop = valid & ((flag & 0x4) != 0) & (((flag & 0x1) == 0) | ((flag & 0x8) != 0))
+    if not drop.any():
+        return text
+    # join the runs of kept lines (few slices: one per run of dropped records)
+    end = np.minimum(sep[line_ends] + 1, n)  # one past each line's newline
+    start = np.concatenate(([0], end[:-1]))
+    kept = np.concatenate(([False], ~drop, [False]))
+    edges = np.flatnonzero(kept[1:] != kept[:-1])  # first kept line of a run, one past its last, alternating
+    view = memoryview(text)
+    return b"".join([view[s:e] for s, e in zip(start[edges[0::2]].tolist(), end[edges[1::2] - 1].tolist())])
 
 
 # --- writers --------------------------------------------------------------------------------------------------
@@ -277,6 +336,26 @@ class _StdoutBamWriter(_Writer):
             pass
 
 
+class _HitOnlyWriter(_Writer):
+    """Another writer with the records of unmapped reads left out (:func:`drop_unmapped`); the header, written
+    by that writer when it opens, is untouched."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.path = inner.path
+
+    def write(self, text):
+        kept = drop_unmapped(text)
+        if kept:
+            self._inner.write(kept)
+
+    def close(self):
+        self._inner.close()
+
+    def abort(self):
+        self._inner.abort()
+
+
 def output_format(path, fmt=None):
     """'sam' or 'bam': `fmt` if given, else from the file name (*.bam is BAM; stdout and the rest SAM)."""
     if fmt is not None:
@@ -291,12 +370,26 @@ def output_format(path, fmt=None):
     return "sam"
 
 
-def check_output_path(path, inputs=()):
+def _check_format_against_name(path, fmt):
+    """Refuse an explicit format that the file's name contradicts (``--output-format sam -o x.bam``, or bam
+    with x.sam): a .bam file holding SAM text, or the reverse, surprises every later reader of the name."""
+    if fmt is None or path in (None, "-") or is_special_file(path):
+        return
+    named = {".sam": "sam", ".bam": "bam"}.get(os.path.splitext(os.fspath(path))[1].lower())
+    if named is not None and named != fmt:
+        raise PeanutError(f"{path}: --output-format {fmt} contradicts the name's .{named}; name the file "
+                          f"*.{fmt}, or leave out --output-format")
+
+
+def check_output_path(path, inputs=(), fmt=None):
     """Refuse, before any work, an output file that cannot be written as asked: an unsupported format
-    (:func:`output_format`), a directory, a file that is one of ``inputs`` (reads, mates, index, reference; it
-    would be overwritten), or a folder that does not exist.  ``path`` None or '-' (standard output) and
-    special files (:func:`is_special_file`) are written as they are."""
-    output_format(path)
+    (:func:`output_format`), an explicit format that the name contradicts (.sam vs .bam), a directory, a file
+    that is one of ``inputs`` (reads, mates, index, reference; it would be overwritten), or a folder that does
+    not exist.  ``path`` None or '-' (standard output) and special files (:func:`is_special_file`) are written
+    as they are."""
+    output_format(path)  # a .cram name is refused whatever the format
+    if fmt is not None:
+        _check_format_against_name(path, output_format(path, fmt))
     if path is None or path == "-" or is_special_file(path):
         return
     if os.path.isdir(path):
@@ -311,13 +404,18 @@ def check_output_path(path, inputs=()):
                 raise PeanutError(f"{path}: the output would overwrite an input of this run")
 
 
-def open_output(path, header, fmt=None, threads=1):
+def open_output(path, header, fmt=None, threads=1, hit_only=False):
     """A writer with write(text_block) (str or UTF-8 bytes), close(), abort() and context management.
 
     path None or '-': stdout; an existing special file (device, FIFO): written in place, streamed; otherwise an
-    atomically replaced file. `threads`: BAM compression threads.
+    atomically replaced file. `threads`: BAM compression threads. `hit_only`: leave out unmapped reads
+    (:func:`drop_unmapped`).
     """
-    fmt = output_format(path, fmt)
+    writer = _open_writer(path, header, output_format(path, fmt), threads)
+    return _HitOnlyWriter(writer) if hit_only else writer
+
+
+def _open_writer(path, header, fmt, threads):
     if path is None or path == "-":
         return _StdoutBamWriter(header, threads) if fmt == "bam" else _StdoutWriter(header)
     if is_special_file(path):
@@ -325,11 +423,20 @@ def open_output(path, header, fmt=None, threads=1):
     return _BamWriter(path, header, threads) if fmt == "bam" else _SamFileWriter(path, header)
 
 
+# Names of a process's open files (/dev/stdout, /dev/fd/1, /proc/self/fd/1): a symbolic link to whatever the
+# descriptor is, a regular file too when the shell redirected it (peanut map -o /dev/stdout > out.sam)
+_DESCRIPTOR_NAME = re.compile(r"/dev/(stdout|stderr)|/dev/fd/\d+|/proc/(self|thread-self|\d+)/fd/\d+")
+
+
 def is_special_file(path):
-    """Whether ``path`` exists and is neither a regular file nor a directory (a device, FIFO or socket): output
-    into it is streamed, never written beside it and renamed onto it (which would replace a device node)."""
+    """Whether ``path`` exists and is neither a regular file nor a directory (a device, FIFO or socket), or
+    names an open file descriptor (/dev/stdout, /dev/fd/N, /proc/self/fd/N) whatever it is: output into it is
+    streamed, never written beside it and renamed onto it (which would replace a device node, or the
+    /dev/stdout link itself)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+    if stat.S_ISDIR(mode):
+        return False
+    return not stat.S_ISREG(mode) or _DESCRIPTOR_NAME.fullmatch(os.path.abspath(path)) is not None

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from peanut_py.pipeline import run_pipeline
+from peanut_py.pipeline import TwoPhaseSteps, run_pipeline
 
 
 def _steps(chunks):
@@ -156,6 +156,55 @@ def test_first_error_stops_everything(stage):
         run_pipeline(batches(), device, post_steps, write, threads=2, host_stage=stage_of(second))
     assert time.perf_counter() - t < 10
     assert len(written) <= 3 + 2 * 2 * 2  # stopped promptly, not after the 1000 batches
+
+
+def _two_phase_steps(chunks, joined, fail=None):
+    """TwoPhaseSteps whose plans finish in reverse order and whose join records the batch and its plans'
+    results; ``fail``: (phase, batch) raising there."""
+    def post_steps(batch, result):
+        def plan(i):
+            def run():
+                time.sleep(0.001 * (chunks - i))
+                if fail == ("plan", batch):
+                    raise RuntimeError("plan failed")
+                return f"{batch}:{result}:{i}"
+            return run
+
+        def join(planned):
+            if fail == ("join", batch):
+                raise RuntimeError("join failed")
+            joined.append((batch, threading.current_thread().name, list(planned)))
+            return [lambda p=p: (p + "\n", 1) for p in planned]
+
+        return TwoPhaseSteps([plan(i) for i in range(chunks)], join)
+    return post_steps
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("host", [False, True])
+def test_two_phase_batches_in_order(threads, host):
+    """Two-phase postprocessing (the final alignment on the device): the join sees each batch once, in input
+    order, in the batch-step thread, with its plans' results in chunk order; the finishing steps' text is
+    written in input order, with or without a host stage."""
+    joined, out = [], []
+    n, times = run_pipeline(range(12), lambda b: b * 10, _two_phase_steps(3, joined), out.append, threads=threads,
+                            host_stage=stage_of(lambda batch, result: result) if host else None)
+    assert n == 36
+    assert "".join(out) == "".join(f"{b}:{b * 10}:{i}\n" for b in range(12) for i in range(3))
+    assert [b for b, _, _ in joined] == list(range(12))
+    assert all(name == "peanut-batch-step" and planned == [f"{b}:{b * 10}:{i}" for i in range(3)]
+               for b, name, planned in joined)
+    assert "batch step" in times.seconds
+
+
+@pytest.mark.parametrize("phase", ["plan", "join"])
+def test_two_phase_error_stops_everything(phase):
+    joined, written = [], []
+    t = time.perf_counter()
+    with pytest.raises(RuntimeError, match=f"{phase} failed"):
+        run_pipeline(range(1000), lambda b: b, _two_phase_steps(2, joined, fail=(phase, 3)), written.append, threads=2)
+    assert time.perf_counter() - t < 10
+    assert len(written) <= 3 * 2 + 2 * 2 * 2 and len(joined) <= 4
 
 
 def test_postprocess_threads_leave_two_to_reader_and_device():

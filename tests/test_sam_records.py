@@ -162,8 +162,8 @@ def test_md_of_the_aligned_hits_is_consistent(mapped_example):
 @pytest.mark.parametrize("extra", [[], ["-p"], ["-p", "--batch-size", "700"]],
                          ids=["single", "paired", "paired-batches"])
 def test_align_on_device_gives_identical_sam(example_index, tmp_path, extra):
-    """`peanut map --align-on device` (peanut_py/kernels/affine.cl, one launch per batch from the align stage)
-    writes the same SAM as the CPU alignment in the postprocessing threads, single-end and paired-end, in one
+    """`peanut map --align-on device` (peanut_py/kernels/affine.cl, one launch per batch from the pipeline's
+    batch-step thread) writes the same SAM as the CPU alignment in the postprocessing threads, single-end and paired-end, in one
     batch and in several."""
     if "-p" in extra:
         reads = tmp_path / "interleaved.fq"
@@ -180,7 +180,7 @@ def test_align_on_device_gives_identical_sam(example_index, tmp_path, extra):
         rc, _, err = run_cli("map", str(example_index), str(reads), *extra, "-t", "2", "--align-on", where,
                              "-o", str(out))
         assert rc == 0, err
-        assert ("rescue and align" in err) == ("-p" in extra and where == "device")
+        assert ("batch step" in err) == (where == "device")
         outs.append(sam_body(out))
     assert len(outs[0]) > 2000 and outs[0] == outs[1]
 
@@ -189,11 +189,17 @@ def _texts(steps):
     return [(t if isinstance(t, str) else t.decode(), n, c) for t, n, c in (step() for step in steps)]
 
 
+def _two_phase_texts(two_phase):
+    """Run TwoPhaseSteps as the pipeline does: the plans (in reverse, as a pool may finish them), the join on
+    their results in order, then the finishing steps."""
+    planned = {k: plan() for k, plan in reversed(list(enumerate(two_phase.plans)))}
+    return _texts(two_phase.join([planned[k] for k in range(len(two_phase.plans))]))
+
+
 @pytest.mark.parametrize("opts", OPTION_SETS[:3], ids=OPTION_IDS[:3])
-def test_batch_aligned_steps_equal_the_chunk_steps(mapped_example, opts):
-    """Postprocessor.batch_aligned_steps (chunks planned on a pool, one device alignment for the batch,
-    finishing steps) gives each chunk's text as chunk_steps (plan, CPU alignment and finish per chunk)."""
-    from concurrent.futures import ThreadPoolExecutor
+def test_two_phase_steps_equal_the_chunk_steps(mapped_example, opts):
+    """Postprocessor.two_phase_steps (the chunks' plans, one device alignment for the batch, finishing steps)
+    gives each chunk's text as chunk_steps (plan, CPU alignment and finish per chunk)."""
     from dataclasses import replace
 
     device, index, resident, genome = mapped_example
@@ -204,17 +210,14 @@ def test_batch_aligned_steps_equal_the_chunk_steps(mapped_example, opts):
     batched = Postprocessor(index, genome, replace(opts, align_on="device"), device=device)
     assert (per_chunk.align_on, batched.align_on) == ("cpu", "device")
     for n_chunks in (1, 7):
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            steps = batched.batch_aligned_steps(batch, result, n_chunks, pool)
-        assert len(steps) == n_chunks
-        assert _texts(steps) == _texts(per_chunk.chunk_steps(batch, result, n_chunks))
+        two_phase = batched.two_phase_steps(batch, result, n_chunks)
+        assert len(two_phase.plans) == n_chunks
+        assert _two_phase_texts(two_phase) == _texts(per_chunk.chunk_steps(batch, result, n_chunks))
 
 
-def test_batch_aligned_steps_of_pairs_with_chunks_without_hits(mapped_example, tmp_path):
+def test_two_phase_steps_of_pairs_with_chunks_without_hits(mapped_example, tmp_path):
     """Pairs: one chunk per pair (so chunks without any hit, of random pairs, sit between others) give the same
     text through the batch's one device alignment as through the per-chunk CPU path."""
-    from concurrent.futures import ThreadPoolExecutor
-
     device, index, resident, genome = mapped_example
     opts = MapOptions(secondary=True)
     batch = next(read_pair_batches(*pair_files(tmp_path, "fastq", True)))
@@ -222,10 +225,9 @@ def test_batch_aligned_steps_of_pairs_with_chunks_without_hits(mapped_example, t
     batched = Postprocessor(index, genome, MapOptions(secondary=True, align_on="device"), device=device)
     result, insert_size = map_pair_batch(device, resident, per_chunk, batch, opts)
     n_pairs = batch.n // 2
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        steps = batched.batch_aligned_steps(batch, result, n_pairs, pool, insert_size, paired=True)
+    two_phase = batched.two_phase_steps(batch, result, n_pairs, insert_size, paired=True)
     expected = _texts(per_chunk.pair_chunk_steps(batch, result, n_pairs, insert_size))
-    assert _texts(steps) == expected
+    assert _two_phase_texts(two_phase) == expected
     assert len(expected) == n_pairs
     assert all(int(line.split("\t")[1]) & sam_records.FLAG_UNMAPPED
                for t, _, _ in expected[:3] for line in t.splitlines())
@@ -240,7 +242,7 @@ def test_align_on_auto_picks_the_device_on_gpus_with_few_threads():
 
     gpu, cpu = SimpleNamespace(host_memory=False), SimpleNamespace(host_memory=True)
     assert resolve_align_on("auto", gpu) == "device"
-    assert [resolve_align_on("auto", gpu, postprocess_threads(t)) for t in (1, 4, 6, 7, 16)] == \
+    assert [resolve_align_on("auto", gpu, postprocess_threads(t)) for t in (1, 4, 8, 9, 16)] == \
         ["device", "device", "device", "cpu", "cpu"]
     assert resolve_align_on("auto", gpu, AUTO_DEVICE_MAX_WORKERS + 1) == "cpu"
     assert resolve_align_on("auto", cpu, 1) == "cpu"

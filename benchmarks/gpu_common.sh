@@ -1,0 +1,8 @@
+# Sourced by the gpu_*.sh scripts: installs peanut-py from the checkout (or SRC=DIR) into /tmp/new, enters the
+# work folder W (set by the caller), starts the clock T0 and unpacks chr20; NEW runs the installed peanut.
+source .device/env.sh > /dev/null
+R=$PWD; mkdir -p $W
+python3 -m pip install -q --no-deps --no-build-isolation --no-compile --target /tmp/new "${SRC:-.}" > $W/i1.log 2>&1 || { tail -5 $W/i1.log; exit 1; }
+cd $W; T0=$(date +%s)
+NEW="env PYTHONPATH=/tmp/new:/tmp/site python3 -m peanut_py"
+zcat $R/.bench_data/human/GRCh37_chr20.fa.gz > chr20.fa
