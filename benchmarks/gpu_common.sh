@@ -6,3 +6,5 @@ python3 -m pip install -q --no-deps --no-build-isolation --no-compile --target /
 cd $W; T0=$(date +%s)
 NEW="env PYTHONPATH=/tmp/new:/tmp/site python3 -m peanut_py"
 zcat $R/.bench_data/human/GRCh37_chr20.fa.gz > chr20.fa
+# tm NAME CMD...: runs CMD with stdout discarded and stderr in NAME.err, prints its exit status and wall time
+tm() { local name=$1; shift; local s=$EPOCHREALTIME; "$@" > /dev/null 2> $name.err; local rc=$?; local e=$EPOCHREALTIME; python3 -c "print(\"%-22s rc=%d wall=%.2f s\" % (\"$name\", $rc, $e - $s))"; }

@@ -10,7 +10,6 @@ $NEW index chr20.fa -o chr20.h5 2>&1 | tail -1 | cut -c1-120
 mason_simulator -ir chr20.fa -n 2500000 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 --num-threads 8 -q > /dev/null 2>&1 &
 mason_simulator -ir chr20.fa -n 5000000 --illumina-read-length 100 -o se.fq --seed 22 --num-threads 8 -q > /dev/null 2>&1 &
 wait; echo "prep $(( $(date +%s) - T0 )) s"; ls -la *.fq | awk '{print $5, $9}'
-tm() { local name=$1; shift; local s=$EPOCHREALTIME; "$@" > /dev/null 2> $name.err; local rc=$?; local e=$EPOCHREALTIME; python3 -c "print(\"%-22s rc=%d wall=%.2f s\" % (\"$name\", $rc, $e - $s))"; }
 head -4000 se.fq > tiny.fq
 tm warm $NEW map -t 16 chr20.h5 tiny.fq; tm tiny1000 $NEW map -t 16 chr20.h5 tiny.fq; grep "device:" tiny1000.err | cut -c1-200
 for set in se pe; do

@@ -119,15 +119,17 @@ def cmd_devices(args):
     from . import device
 
     infos = device.list_devices()
-    chosen = device.default_device_index(args.device)
+    chosen = device.device_indices(args.device)
     if args.check:
-        info = device.check_device(args.device)
-        print(f"ok: [{info.index}] {info.name} compiles and runs OpenCL kernels")
+        for index in chosen:
+            info = device.check_device(str(index))
+            print(f"ok: [{info.index}] {info.name} compiles and runs OpenCL kernels")
         return
     for info in infos:
-        mark = "*" if info.index == chosen else " "
+        mark = "*" if info.index in chosen else " "
         print(f"{mark} {info.describe()}")
-    print("(* = the device a run would use; choose another with --device INDEX|NAME or PYOPENCL_CTX)")
+    print("(* = the device(s) a run would use; choose others with --device INDEX|NAME, a list such as 0,2, "
+          "all, or PYOPENCL_CTX)")
 
 
 # Set by SIGINT/SIGTERM: whatever error the interruption itself causes in other threads (a kernel build
@@ -248,7 +250,10 @@ def build_parser():
                    help="accepted for bwa mem command lines and changes nothing: peanut-py writes no "
                         "supplementary (0x800) records or SA tags, so there are no split hits to mark secondary")
     _option(p, RunOptions, "threads")
-    p.add_argument("--device", metavar="D", help="OpenCL device index or name substring (see `peanut devices`)")
+    p.add_argument("--device", metavar="D",
+                   help="OpenCL device: an index or name substring (see `peanut devices`), a comma-separated list "
+                        "of them, or all (every working GPU, else every working CPU device); several devices map "
+                        "batches side by side, with the same output as one")
     p.add_argument("-R", "--read-group", metavar="STR", help="read group header line such as '@RG\\tID:x\\tSM:y'")
     p.add_argument("--mode", type=_mode, default="best",
                    help="report the best stratum (best), all strata (all) or the best N strata (strata:N)")
@@ -278,7 +283,7 @@ def build_parser():
     p.set_defaults(func=cmd_map)
 
     p = sub.add_parser("devices", help="list OpenCL devices and mark the one a run would use")
-    p.add_argument("--device", metavar="D", help="device index or name substring")
+    p.add_argument("--device", metavar="D", help="device index or name substring, a list such as 0,2, or all")
     p.add_argument("--check", action="store_true", help="compile and run a trivial kernel on the chosen device")
     p.set_defaults(func=cmd_devices)
     return parser

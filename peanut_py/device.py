@@ -178,17 +178,71 @@ def default_device_index(spec=None):
     return _pick(_all_devices(), spec)[0].index
 
 
+def is_multi_spec(spec):
+    """True for a ``--device`` value that names several devices: ``all`` or a comma-separated list."""
+    return spec is not None and (str(spec).strip().lower() == "all" or "," in str(spec))
+
+
+def _pick_many(found, spec):
+    """The devices of a multi-device ``spec``: ``all`` is every working device of the best kind present (all
+    GPUs if there is one, else all accelerators, else all CPU devices), a list names each device by index or
+    name substring, in the order given."""
+    if str(spec).strip().lower() == "all":
+        order = {"GPU": 0, "ACCELERATOR": 1, "CPU": 2, "OTHER": 3}
+        working = [x for x in found if probe(x[1]) is None]
+        if not working:
+            return [_pick(found, None)]
+        best = min(order[x[0].type] for x in working)
+        return [x for x in working if order[x[0].type] == best]
+    parts = [p.strip() for p in str(spec).split(",")]
+    if any(not p for p in parts):
+        raise PeanutError(f"--device {spec!r}: an empty entry in the list; give indices or names such as 0,2")
+    chosen = [_pick(found, p) for p in parts]
+    seen = {}
+    for part, (info, _) in zip(parts, chosen):
+        if info.index in seen:
+            raise PeanutError(f"--device {spec!r}: {seen[info.index]!r} and {part!r} are the same device "
+                              f"[{info.index}] {info.name}")
+        seen[info.index] = part
+    return chosen
+
+
+def device_indices(spec=None):
+    """The indices (``peanut devices``) of the devices a run with ``--device spec`` uses."""
+    found = _all_devices()
+    if is_multi_spec(spec):
+        return [info.index for info, _ in _pick_many(found, spec)]
+    return [_pick(found, spec)[0].index]
+
+
+def open_devices(spec=None, memory_cap=None):
+    """The :class:`Device` objects of a run: one for an index, a name or the default, several for ``all`` or a
+    list. A multi-device run checks that each one compiles kernels before any work starts."""
+    found = _all_devices()
+    if not is_multi_spec(spec):
+        return [Device(spec, memory_cap=memory_cap)]
+    chosen = _pick_many(found, spec)
+    for info, dev in chosen:
+        error = probe(dev)
+        if error is not None:
+            raise PeanutError(f"--device {spec}: OpenCL device [{info.index}] {info.name} cannot compile kernels "
+                              f"({error})")
+    return [Device(memory_cap=memory_cap, choice=c) for c in chosen]
+
+
 class Device:
     """One OpenCL device with its context, in-order queue, memory pool and program cache.
 
-    Create one per run and pass it to every kernel wrapper; nothing else creates contexts.
+    Create one per device of a run (open_devices) and pass it to every kernel wrapper; nothing else creates
+    contexts.
     """
 
-    def __init__(self, spec=None, memory_cap=None, kernel_dir=None, *, host_memory=None):
+    def __init__(self, spec=None, memory_cap=None, kernel_dir=None, *, host_memory=None, choice=None):
         cl = _cl()
         import pyopencl.tools
 
-        self.info, self.cl_device = _pick(_all_devices(), spec)
+        # ``choice``: an (info, cl.Device) pair already picked (open_devices), instead of ``spec``
+        self.info, self.cl_device = choice if choice is not None else _pick(_all_devices(), spec)
         # None: from the device type (see ``host_memory``); tests force either to exercise the other path.
         self._host_memory = None if host_memory is None else bool(host_memory)
         self.context = cl.Context([self.cl_device])

@@ -6,6 +6,7 @@ first ``insert_size.ESTIMATE_PAIRS`` pairs, or ``-I``), then rescues mates on th
 (rescue.py) while the device maps the next batch; the postprocessor places pairs
 (postprocess.Postprocessor.process_pairs, or in two phases around one device alignment of the batch).
 """
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 from . import reads as readsmod
@@ -28,8 +29,10 @@ class PairedRun:
 
     host_name = "rescue"
 
-    def __init__(self, stage, post, reads_path, mates_path, opts, threads, insert_size=None, log=None):
-        self.stage, self.post, self.opts, self.threads, self.log = stage, post, opts, threads, log
+    def __init__(self, stages, post, reads_path, mates_path, opts, threads, insert_size=None, log=None):
+        """``stages``: the run's device stages, one per device (rescue uses each of them in turn)."""
+        self.stages, self.post, self.opts, self.threads, self.log = list(stages), post, opts, threads, log
+        self.stage = self.stages[0]
         self.reads_path, self.mates_path = reads_path, mates_path
         self.given = insert_size
         self.insert_size = insert_size
@@ -42,25 +45,42 @@ class PairedRun:
         return max(1, self.threads) * self.post.CHUNKS_PER_THREAD
 
     def host_stage(self, items):
-        """The insert size, then mate rescue: on its own thread and the device's side queue, so that the host
-        part (anchors, windows) and the rescue kernel of batch k run while the device maps batch k + 1."""
-        device, resident, post = self.stage.device, self.stage.resident, self.post
-        side_queue = device.side_queue()
-        with ThreadPoolExecutor(max_workers=RESCUE_THREADS, thread_name_prefix="peanut-windows") as pool:
-            for batch, result, insert_size in insert_size_stage(items, post.offsets, self.opts.scoring,
-                                                                given=self.given, log=self.log):
+        """The insert size, then mate rescue: on its own thread and a device's side queue, so that the host
+        part (anchors, windows) and the rescue kernel of batch k run while the device maps batch k + 1.
+        With several devices, batch k is rescued on device k mod n, up to one batch per device at a time."""
+        post, n = self.post, len(self.stages)
+        side_queues = [stage.device.side_queue() for stage in self.stages]
+
+        def rescue(k, batch, result, insert_size):
+            stage = self.stages[k % n]
+            base = (result.rs, result.ref_start, result.ref_end, result.dist)
+            extra, n_windows = rescue_batch(stage.device, stage.resident, batch, *base, insert_size, self.opts,
+                                            post.offsets, post.ends, queue=side_queues[k % n], pool=windows_pool,
+                                            n_chunks=min(self.threads, RESCUE_THREADS))
+            if len(extra[0]):
+                rs, start, end, dist = merge_hits(base, extra)
+                result = DeviceResult(rs=rs, ref_start=start, ref_end=end, dist=dist, raw_hits=result.raw_hits,
+                                      candidates=result.candidates, seconds=result.seconds)
+            return batch, result, n_windows, len(extra[0])
+
+        def finished(future):
+            batch, result, n_windows, n_rescued = future.result()
+            self.stats["rescue_windows"] += n_windows
+            self.stats["rescued_hits"] += n_rescued
+            return batch, result
+
+        with ThreadPoolExecutor(max_workers=RESCUE_THREADS, thread_name_prefix="peanut-windows") as windows_pool, \
+                ThreadPoolExecutor(max_workers=n, thread_name_prefix="peanut-rescue") as devices_pool:
+            pending = deque()
+            stream = insert_size_stage(items, post.offsets, self.opts.scoring, given=self.given, log=self.log)
+            for k, (batch, result, insert_size) in enumerate(stream):
                 self.insert_size = insert_size
-                base = (result.rs, result.ref_start, result.ref_end, result.dist)
-                extra, n_windows = rescue_batch(device, resident, batch, *base, insert_size, self.opts, post.offsets,
-                                                post.ends, queue=side_queue, pool=pool,
-                                                n_chunks=min(self.threads, RESCUE_THREADS))
-                self.stats["rescue_windows"] += n_windows
-                self.stats["rescued_hits"] += len(extra[0])
-                if len(extra[0]):
-                    rs, start, end, dist = merge_hits(base, extra)
-                    result = DeviceResult(rs=rs, ref_start=start, ref_end=end, dist=dist, raw_hits=result.raw_hits,
-                                          candidates=result.candidates, seconds=result.seconds)
-                yield batch, result
+                # batch k + n goes to the device of batch k only once batch k is done with it
+                pending.append(devices_pool.submit(rescue, k, batch, result, insert_size))
+                if len(pending) >= n:
+                    yield finished(pending.popleft())
+            while pending:
+                yield finished(pending.popleft())
 
     def post_steps(self, batch, result):
         """Per chunk on the pool, or in two phases around one device alignment of the batch."""

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from . import sam
-from .device import Device
+from .device import open_devices
 from .device_stage import DeviceStage
 from .errors import PeanutError
 from .layout import MAX_READ_LENGTH, reads_per_buffer
@@ -131,30 +131,40 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
         check_reference(index, reference, index_path)
     rg_line, rg_id = sam.parse_read_group(read_group) if read_group else (None, None)
     opts = opts.with_read_group(rg_id)
-    device = Device(device_spec, memory_cap=run.memory_cap)
+    # several devices (--device all or a list): one device thread each, the first one also aligns and rescues
+    devices = open_devices(device_spec, memory_cap=run.memory_cap)
+    device = devices[0]
     opts = replace(opts, align_on=resolve_align_on(opts.align_on, device, threads))
     t0 = time.perf_counter()
     # the host's base codes (for the final alignment) are unpacked while the device copy loads and uploads
     with ThreadPoolExecutor(max_workers=1) as pool:
         genome = pool.submit(index.codes, 0, int(index.offsets[-1] + index.lengths[-1]))
-        resident = ResidentReference.from_index(device, index)
+        residents = ResidentReference.from_index_many(devices, index)
         genome = genome.result()
     upload = time.perf_counter() - t0
     if log:
-        table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
-        log(f"device: {device.name}, {device.global_mem / 2**30:.1f} GiB used at most; reference on the device "
-            f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload); "
-            f"-t {requested}: {threads} postprocessing thread{'s' if threads > 1 else ''}")
+        for d, resident in zip(devices, residents):
+            table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
+            which = f"[{d.info.index}] " if len(devices) > 1 else ""
+            log(f"device: {which}{d.name}, {d.global_mem / 2**30:.1f} GiB used at most; reference on the device "
+                f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload)")
+        log(f"-t {requested}: {threads} postprocessing thread{'s' if threads > 1 else ''}"
+            + (f", {len(devices)} devices" if len(devices) > 1 else ""))
     batch_size = run.batch_size
     if batch_size is None:
-        batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes,
-                                      max_reads=pipeline_batch(device))
-    stage = DeviceStage(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
+        # one size for every device (the reader makes the batches): the smallest device's
+        batch_size = min(reads_per_buffer(d, 150, q=index.q, reserved_bytes=r.device_bytes,
+                                          max_reads=pipeline_batch(d)) for d, r in zip(devices, residents))
+    stages = [DeviceStage(d, r, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
+              for d, r in zip(devices, residents)]
+    stage = stages[0]
     paired = mates is not None or interleaved
-    # the programs build on a side thread while the postprocessor loads and the first batch is read
+    # the programs build on side threads while the postprocessor loads and the first batch is read
     failed = threading.Event()
-    warm = threading.Thread(target=_warm_up, args=(stage, paired, log, failed), name="peanut-warm-up", daemon=True)
-    warm.start()
+    warms = [threading.Thread(target=_warm_up, args=(s, paired, log, failed),
+                              name=f"peanut-warm-up-{i}", daemon=True) for i, s in enumerate(stages)]
+    for warm in warms:
+        warm.start()
     try:
         post = Postprocessor(index, genome, opts, device=device)
         header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
@@ -162,38 +172,45 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
         if paired:
             from .map_paired import PairedRun
 
-            part = PairedRun(stage, post, reads_path, None if interleaved else mates, opts, threads,
+            part = PairedRun(stages, post, reads_path, None if interleaved else mates, opts, threads,
                              insert_size=insert_size, log=log)
         else:
             from .map_single import SingleEndRun
 
             part = SingleEndRun(post, reads_path, threads)
-        return _run(stage, part, header, reads_path, output, threads, batch_size, log, t_start,
+        return _run(stages, part, header, reads_path, output, threads, batch_size, log, t_start,
                     output_format=output_format, hit_only=hit_only)
     except BaseException:
         failed.set()
         raise
     finally:
         # an exit while the warm-up is inside the driver aborts the process ("terminate called ...")
-        warm.join()
+        for warm in warms:
+            warm.join()
         index.close()
 
 
-def _run(stage, part, header, reads_path, output, threads, batch_size, log, t_start, output_format=None,
+def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_start, output_format=None,
          hit_only=False):
-    """One run of the pipeline for the single-end or paired-end ``part``; returns the summary."""
+    """One run of the pipeline for the single-end or paired-end ``part`` on the device ``stages`` (one per
+    device); returns the summary."""
     stats = {"raw_hits": 0, "candidates": 0, "too_long": 0}
+    stats_lock = threading.Lock()
 
-    def device_step(batch):
-        result = stage.map_batch(batch.codes, batch.offsets)
-        stats["raw_hits"] += result.raw_hits
-        stats["candidates"] += result.candidates
-        stats["too_long"] += result.too_long
-        return result
+    def device_step_of(stage):
+        def device_step(batch):
+            result = stage.map_batch(batch.codes, batch.offsets)
+            with stats_lock:
+                stats["raw_hits"] += result.raw_hits
+                stats["candidates"] += result.candidates
+                stats["too_long"] += result.too_long
+            return result
+
+        return device_step
 
     times = StageTimes()
     with sam.open_output(output, header, fmt=output_format, threads=threads, hit_only=hit_only) as out:
-        n_reads, _ = run_pipeline(part.batches(batch_size), device_step, part.post_steps, out.write, threads=threads,
+        n_reads, _ = run_pipeline(part.batches(batch_size), [device_step_of(s) for s in stages], part.post_steps, out.write, threads=threads,
                                   log=log, times=times, host_stage=part.host_stage,
                                   host_name=part.host_name)
         if n_reads == 0:

@@ -1,8 +1,9 @@
-"""Threads and bounded queues: reader -> device [-> host stage] -> postprocess pool [-> batch step -> pool]
+"""Threads and bounded queues: reader -> device(s) [-> host stage] -> postprocess pool [-> batch step -> pool]
 -> writer.
 
 The device thread works on batch k+1 while the pool postprocesses batch k and the writer (the calling
-thread) writes batch k-1.  An optional host stage (pairs: the insert-size estimate, then mate rescue) runs
+thread) writes batch k-1.  With several devices, each has a device thread taking the next batch as it
+becomes free, and their results are put back into input order before anything downstream sees them.  An optional host stage (pairs: the insert-size estimate, then mate rescue) runs
 in a thread of its own between the device thread and the pool.  A batch's postprocessing may come in two
 phases (TwoPhaseSteps: the final alignment on the device): the pool runs its plans, a batch-step thread
 joins them in one call per batch, and the pool runs the finishing steps that call returns.  Output order
@@ -67,6 +68,49 @@ class _Channel:
                     raise Stopped() from None
 
 
+class _InOrder:
+    """Results of several device threads, handed out in input order: ``put(seq, item)`` from any thread,
+    ``get()`` the item of the next sequence number, or _END once every producer has called ``put_end()`` and
+    all items were taken. Items wait here only while an earlier batch is still on another device; a fast
+    device that gets ``window`` batches ahead of a slow one waits, so the held results stay bounded."""
+
+    def __init__(self, stop, producers, window=None):
+        self.stop = stop
+        self.items = {}
+        self.next = 0
+        self.open = producers
+        self.window = window if window is not None else 2 * producers
+        self.cond = threading.Condition()
+
+    def put(self, seq, item):
+        with self.cond:
+            # the batch the sequencer waits for always fits (seq == next), so this wait cannot deadlock
+            while seq >= self.next + self.window:
+                if self.stop.is_set():
+                    raise Stopped()
+                self.cond.wait(timeout=0.1)
+            self.items[seq] = item
+            self.cond.notify_all()
+
+    def put_end(self):
+        with self.cond:
+            self.open -= 1
+            self.cond.notify_all()
+
+    def get(self):
+        with self.cond:
+            while True:
+                if self.next in self.items:
+                    self.next += 1
+                    self.cond.notify_all()
+                    return self.items.pop(self.next - 1)
+                if self.open == 0:
+                    return _END
+                if self.stop.is_set():
+                    raise Stopped()
+                self.cond.wait(timeout=0.1)
+
+
 class StageTimes:
     """Seconds per stage and counters from the postprocessing steps, summed over the run."""
 
@@ -116,7 +160,8 @@ def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=
     """Run the mapping pipeline.
 
     ``batches``: iterable of read batches (consumed in a reader thread).
-    ``device_step(batch) -> result`` runs in the device thread.
+    ``device_step(batch) -> result`` runs in the device thread; a list of them runs one device thread each
+    (one per device), every batch on whichever is free, the results taken downstream in input order.
     ``host_stage(items) -> items`` (optional) runs in a thread of its own after the device thread, so that it
     works on batch k while the device thread maps batch k+1: a generator over the device's ``(batch, result)``
     pairs in input order that yields them, changed, in the same order; it may hold some back before it yields
@@ -146,6 +191,8 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
     to_join = _Channel(stop, queue_size)
     errors = []
     progress = Progress(log)
+    device_steps = list(device_step) if isinstance(device_step, (list, tuple)) else [device_step]
+    in_order = _InOrder(stop, len(device_steps)) if len(device_steps) > 1 else None
 
     def fail(exc):
         if not isinstance(exc, Stopped):
@@ -155,6 +202,7 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
     def reader():
         try:
             it = iter(batches)
+            seq = 0
             while True:
                 t = time.perf_counter()
                 try:
@@ -162,8 +210,10 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
                 except StopIteration:
                     break
                 times.add("read", time.perf_counter() - t)
-                to_device.put(batch)
-            to_device.put(_END)
+                to_device.put((seq, batch))
+                seq += 1
+            for _ in device_steps:
+                to_device.put(_END)
         except BaseException as exc:  # noqa: BLE001 - forwarded to the caller
             fail(exc)
 
@@ -205,23 +255,45 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
         except BaseException as exc:  # noqa: BLE001
             fail(exc)
 
-    def device_worker():
+    def forward(batch, result):
+        if host_stage is None:
+            submit(batch, result)
+        else:
+            to_host.put((batch, result))
+
+    def forward_end():
+        (to_join if host_stage is None else to_host).put(_END)
+
+    def device_worker(step):
         try:
             while True:
-                batch = to_device.get()
-                if batch is _END:
+                item = to_device.get()
+                if item is _END:
                     break
+                seq, batch = item
                 t = time.perf_counter()
-                result = device_step(batch)
+                result = step(batch)
                 times.add("device", time.perf_counter() - t)
-                if host_stage is None:
-                    submit(batch, result)
+                if in_order is None:
+                    forward(batch, result)
                 else:
-                    to_host.put((batch, result))
-            if host_stage is None:
-                to_join.put(_END)
+                    in_order.put(seq, (batch, result))
+            if in_order is None:
+                forward_end()
             else:
-                to_host.put(_END)
+                in_order.put_end()
+        except BaseException as exc:  # noqa: BLE001
+            fail(exc)
+
+    def sequencer():
+        """Several devices: forwards their results in input order."""
+        try:
+            while True:
+                item = in_order.get()
+                if item is _END:
+                    break
+                forward(*item)
+            forward_end()
         except BaseException as exc:  # noqa: BLE001
             fail(exc)
 
@@ -251,10 +323,12 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
         except BaseException as exc:  # noqa: BLE001
             fail(exc)
 
-    threads_ = [
-        threading.Thread(target=reader, name="peanut-reader", daemon=True),
-        threading.Thread(target=device_worker, name="peanut-device", daemon=True),
-    ]
+    threads_ = [threading.Thread(target=reader, name="peanut-reader", daemon=True)]
+    for i, step in enumerate(device_steps):
+        name = "peanut-device" if len(device_steps) == 1 else f"peanut-device-{i}"
+        threads_.append(threading.Thread(target=device_worker, args=(step,), name=name, daemon=True))
+    if in_order is not None:
+        threads_.append(threading.Thread(target=sequencer, name="peanut-sequencer", daemon=True))
     if host_stage is not None:
         threads_.append(threading.Thread(target=host_worker, name=f"peanut-{host_name}", daemon=True))
     threads_.append(threading.Thread(target=batch_stepper, name="peanut-batch-step", daemon=True))

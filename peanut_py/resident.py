@@ -138,6 +138,12 @@ class ResidentReference:
     @classmethod
     def from_index(cls, device, reference_index, **kwargs):
         """Upload a :class:`peanut_py.reference.ReferenceIndex`."""
+        return cls.from_index_many([device], reference_index, **kwargs)[0]
+
+    @classmethod
+    def from_index_many(cls, devices, reference_index, **kwargs):
+        """Upload a :class:`peanut_py.reference.ReferenceIndex` to each of ``devices``, reading it once: the
+        host arrays are shared (CPU devices use them in place)."""
         from concurrent.futures import ThreadPoolExecutor
 
         ri = reference_index
@@ -149,8 +155,16 @@ class ResidentReference:
                                                lambda: ri.kmer_starts(starts_dtype), ri.positions)]
             packed, ambiguous, kmers, starts, positions = (f.result() for f in parts)
         ri.check_table(kmers, starts, positions)
-        return cls(device, packed, ambiguous, ri.offsets, ri.lengths, kmers, starts, positions, ri.q, ri.step,
-                   **kwargs)
+
+        def upload(device):
+            return cls(device, packed, ambiguous, ri.offsets, ri.lengths, kmers, starts, positions, ri.q, ri.step,
+                       **kwargs)
+
+        if len(devices) == 1:
+            return [upload(devices[0])]
+        # each device has its own context and queue, so the copies go over their buses side by side
+        with ThreadPoolExecutor(max_workers=len(devices)) as pool:
+            return list(pool.map(upload, devices))
 
     @property
     def starts_ctype(self):

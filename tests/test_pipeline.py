@@ -211,3 +211,81 @@ def test_postprocess_threads_leave_two_to_reader_and_device():
     from peanut_py.pipeline import postprocess_threads
 
     assert [postprocess_threads(t) for t in (0, 1, 2, 3, 4, 8, 16)] == [1, 1, 2, 2, 2, 6, 14]
+
+
+def _uneven_devices(n, seen):
+    """``n`` device steps of different speeds that record which batches each one took."""
+    def make(d):
+        def step(b):
+            # device d is slower on every other batch, so results come back out of input order
+            time.sleep(0.002 * ((b + d) % 3))
+            seen.setdefault(d, []).append(b)
+            return b * 10
+        return step
+    return [make(d) for d in range(n)]
+
+
+@pytest.mark.parametrize("devices,threads,host", [(2, 1, False), (3, 2, True), (4, 3, False)])
+def test_several_devices_keep_input_order(devices, threads, host):
+    """One device thread per device, each batch on whichever is free; downstream sees input order."""
+    out, seen = [], {}
+    stage = stage_of(lambda batch, result: result + 1) if host else None
+    n, _ = run_pipeline(range(40), _uneven_devices(devices, seen), _steps(2), out.append, threads=threads,
+                        host_stage=stage)
+    assert n == 80
+    add = 1 if host else 0
+    assert "".join(out) == "".join(f"{b}:{b * 10 + add}:{i}\n" for b in range(40) for i in range(2))
+    assert sorted(b for batches in seen.values() for b in batches) == list(range(40))
+    assert len(seen) == devices  # every device took batches
+
+
+def test_several_devices_with_two_phase_steps():
+    out, seen = [], {}
+
+    def post_steps(batch, result):
+        return TwoPhaseSteps([lambda: (batch, result)],
+                             lambda planned: [lambda: (f"{planned[0][0]}:{planned[0][1]}\n", 1)])
+
+    n, _ = run_pipeline(range(25), _uneven_devices(2, seen), post_steps, out.append, threads=2)
+    assert n == 25 and "".join(out) == "".join(f"{b}:{b * 10}\n" for b in range(25))
+
+
+def test_a_failing_device_stops_the_run_and_loses_nothing_silently():
+    """A device that fails mid-run: the run raises its error (no output is called complete), never hangs."""
+    out = []
+
+    def good(b):
+        time.sleep(0.001)
+        return b
+
+    def bad(b):
+        if b >= 5:
+            raise RuntimeError("device lost")
+        return b
+
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match="device lost"):
+        run_pipeline(range(1000), [good, bad], _steps(1), out.append, threads=2)
+    assert time.perf_counter() - t0 < 10
+    assert len(out) < 1000
+
+
+def test_a_fast_device_waits_instead_of_running_far_ahead():
+    """While one device holds batch 0, the other finishes at most the window of later batches (2 per
+    device), instead of every batch of the run piling up out of order."""
+    ahead, at_release = [], []
+
+    def step(b):
+        # whichever device takes batch 0 is the slow one
+        if b == 0:
+            time.sleep(0.5)
+            at_release.append(len(ahead))
+        else:
+            ahead.append(b)
+        return b
+
+    out = []
+    run_pipeline(range(40), [step, step], _steps(1), out.append, threads=1)
+    assert "".join(out) == "".join(f"{b}:{b}:0\n" for b in range(40))
+    # batches 1..4 taken by the fast device; it holds the 4th until batch 0 is back
+    assert at_release == [4]

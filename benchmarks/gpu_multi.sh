@@ -1,0 +1,30 @@
+#!/bin/bash
+# Several GPUs of one host: peanut map with 1, 2 and all GPUs (-t = every core) on 2.5 M pairs 2x150 of
+# GRCh37 chr20 (mason), the fastest CPU peers (minibwa, strobealign's own mapping time) with every core, and
+# the SAM of one GPU against all GPUs on 200 k pairs. On a multi-GPU host, in the repository root, with
+# .device and .bench_data carried (docs/gpu.md, "Running on a GPU host"); SRC=DIR installs from DIR instead.
+set -u
+W=/tmp/w6; source "$(dirname "$0")/gpu_common.sh"
+T=$(nproc)
+NG=$(python3 -c 'import pyopencl as cl; print(sum(len(p.get_devices(cl.device_type.GPU)) for p in cl.get_platforms()))')
+echo "host: $T cores, $NG GPUs"
+( mkdir -p mb && ln -sf $W/chr20.fa mb/chr20.fa && minibwa index -t 8 mb/chr20.fa > mb.log 2>&1; echo minibwa-index $? ) &
+( $NEW index chr20.fa -o chr20.h5 > ix.log 2>&1; echo peanut-index $? ) &
+mason_simulator -ir chr20.fa -n 2500000 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 \
+  --num-threads 16 -q > /dev/null 2>&1 &
+wait; echo "prep $(( $(date +%s) - T0 )) s"
+head -800000 r1.fq > s1.fq; head -800000 r2.fq > s2.fq
+tm warm $NEW map -t $T --device all chr20.h5 s1.fq s2.fq   # compiles for every GPU
+ALL=all; TWO=0,1
+for d in 0 $ALL $TWO; do
+  [ $(( $(date +%s) - T0 )) -gt 250 ] && break
+  tm pe_gpu_$d $NEW map -t $T --device $d chr20.h5 r1.fq r2.fq
+  grep "reads/s\|stage" pe_gpu_$d.err | cut -c1-260
+done
+[ $(( $(date +%s) - T0 )) -lt 250 ] && tm pe_minibwa minibwa map -t $T mb/chr20.fa r1.fq r2.fq
+[ $(( $(date +%s) - T0 )) -lt 270 ] && { tm pe_strobealign strobealign -t $T chr20.fa r1.fq r2.fq; grep -i "total time mapping" pe_strobealign.err; }
+for d in 0 $ALL; do
+  [ $(( $(date +%s) - T0 )) -gt 290 ] && break
+  echo "ident $d $($NEW map -q -t $T --device $d chr20.h5 s1.fq s2.fq | grep -v '^@PG' | md5sum | cut -c1-16)"
+done
+echo "total $(( $(date +%s) - T0 )) s"
