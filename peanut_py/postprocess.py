@@ -19,7 +19,7 @@ import numpy as np
 
 from . import pairs
 from .align import align_batch, clip_terminal_gaps, md_flat
-from .mapq import mapq_model, pair_mapq
+from .mapq import close_rival_gap, mapq_model, pair_mapq, unseen_rival_score
 from .pair_choice import choose_pairs
 from .pipeline import TwoPhaseSteps
 from .ranking import expand, gather_read_strands, gather_segments, rank_hits, strata_counts
@@ -113,6 +113,20 @@ def _gather(source, starts, lengths):
                            np.ascontiguousarray(lengths, dtype=np.int64))
 
 
+def next_stratum_sizes(order, ptr, dist, n_best):
+    """Per read (``order``/``ptr`` from rank_hits): its hits one edit distance worse than its best."""
+    kept = np.diff(ptr)
+    n_reads = len(kept)
+    if len(order) == 0:
+        return np.zeros(n_reads, dtype=np.int64)
+    kept_read = np.repeat(np.arange(n_reads), kept)
+    d = dist[order]
+    best = np.zeros(n_reads, dtype=np.int64)
+    best[kept > 0] = d[ptr[:-1][kept > 0]]
+    within = np.bincount(kept_read[d <= best[kept_read] + 1], minlength=n_reads)
+    return np.maximum(within - np.asarray(n_best, dtype=np.int64), 0)
+
+
 class Postprocessor:
     """Turns one chunk of a batch's validated hits into SAM text; stateless apart from read-only inputs."""
 
@@ -139,6 +153,7 @@ class Postprocessor:
         self.offsets = np.asarray(reference.offsets, dtype=np.int64)
         self.ends = self.offsets + np.asarray(reference.lengths, dtype=np.int64)
         self.q = reference.q
+        self.step = reference.step
         self.genome = genome_codes
         self.opts = opts
 
@@ -276,11 +291,14 @@ class Postprocessor:
             score[np.flatnonzero(has)[prim_ok]] = aln.score[prim[prim_ok]]
             other = (rank_in_read > 0) & (aln.pos >= 0)
             np.maximum.at(sub, local_read[other], aln.score[other].astype(np.int64))
-            second_stratum = kept - n_best  # hits worse than the best stratum
-            n_sub = np.where(n_best > 1, n_best - 1, np.minimum(second_stratum, 1))
+            # competing hits: the best stratum's others, else those one edit worse (a mismatch or a short gap
+            # away from the best score, BWA-MEM's sub_n), at least the runner-up when it scores that close
+            close = (sub >= 0) & (sub >= score - close_rival_gap(self.opts.scoring))
+            n_sub = np.where(n_best > 1, n_best - 1, np.maximum(next_stratum_sizes(order, ptr, dist, n_best), close))
             aligned_len = np.zeros(n_reads, dtype=np.int64)
             aligned_len[np.flatnonzero(has)[prim_ok]] = (aln.read_end - aln.read_begin)[prim[prim_ok]]
-            mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, self.opts.scoring)
+            unseen = unseen_rival_score(batch.lengths[r0:r1], self.q, self.step, self.opts.scoring)
+            mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, self.opts.scoring, unseen=unseen)
             mapq = np.where(n_best > 1, 0, mapq)
             return self.format_chunk(batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq)
 
