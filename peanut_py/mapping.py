@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from . import sam
+from .clipped import ClippedSearch
 from .device import Device
 from .device_stage import DeviceStage
 from .errors import PeanutError
@@ -149,7 +150,8 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     if batch_size is None:
         batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes,
                                       max_reads=pipeline_batch(device))
-    stage = DeviceStage(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
+    stage = DeviceStage(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection,
+                        clipped=ClippedSearch.for_options(opts))
     paired = mates is not None or interleaved
     # the programs build on a side thread while the postprocessor loads and the first batch is read
     failed = threading.Event()
