@@ -102,7 +102,7 @@ def cmd_map(args):
                       clip=args.clip)
     opts = check(MapOptions(
         mode=args.mode, max_hits=args.max_hits, min_identity=args.min_identity, local=not args.semiglobal,
-        secondary=args.secondary, scoring=scoring, validate_all=args.validate_all, align_on=args.align_on,
+        min_score=args.min_score, secondary=args.secondary, scoring=scoring, validate_all=args.validate_all, align_on=args.align_on,
     ))
     run = check(RunOptions(threads=args.threads, batch_size=args.batch_size, memory_cap=args.memory_cap))
     # -M is accepted and changes nothing: there are no supplementary records to mark (see its help)
@@ -262,6 +262,7 @@ def build_parser():
     g = p.add_mutually_exclusive_group()
     g.add_argument("--local", action="store_true", help="local alignment, soft-clipping read ends (default)")
     g.add_argument("--semiglobal", action="store_true", help="align every read end to end")
+    _option(p, MapOptions, "min_score")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--secondary", action="store_true", help="report other hits as secondary (0x100) records")
     g.add_argument("--xa", action="store_true", help="report other hits in BWA's XA tag (default)")

@@ -4,11 +4,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import clipped as clipped_step
 from . import filtration, validation
 from .filtration import DEFAULT_COLLAPSE_GAP, filter_reference
 from .layout import MAX_READ_LENGTH, S_STRIDE
 from .options import DEFAULT_MIN_IDENTITY
 from .qgroup import QGroupIndex, ReadBuffer, qgroup_kernels
+from .rescue import merge_hits
 from .scans import exclusive_sum
 from .selection import BestStratumSelection, select_kernels
 from .validation import validate_hits
@@ -26,6 +28,7 @@ class DeviceResult:
     candidates: int = 0
     validated: int = 0
     too_long: int = 0  # reads longer than MAX_READ_LENGTH: left out of the device buffer, so without hits
+    clipped: int = 0  # hits of reads without a validated hit, found by their local alignment (clipped.py)
     seconds: dict = field(default_factory=dict)
 
 
@@ -33,14 +36,18 @@ class DeviceStage:
     """The device stage: the three device steps for a batch of reads against the resident reference."""
 
     def __init__(self, device, resident, min_identity=DEFAULT_MIN_IDENTITY, collapse_gap=DEFAULT_COLLAPSE_GAP,
-                 best_stratum=False):
+                 best_stratum=False, clipped=None):
         """``best_stratum``: validate with :class:`BestStratumSelection` (for mode best: same best stratum,
-        weak rivals skipped); otherwise every candidate is validated."""
+        weak rivals skipped); otherwise every candidate is validated. ``clipped`` (a
+        :class:`peanut_py.clipped.ClippedSearch`, local mode): reads without a validated hit get the hits of
+        their local alignments (clipped.py); None: they stay without hits."""
         self.device = device
         self.resident = resident
         self.min_identity = min_identity
         self.collapse_gap = DEFAULT_COLLAPSE_GAP if collapse_gap is None else collapse_gap
         self.best_stratum = best_stratum
+        self.clipped = clipped
+        self._contigs = None
 
     def warm_up(self):
         """Build the OpenCL programs that every batch uses, in the order the first batch needs them.
@@ -57,6 +64,8 @@ class DeviceStage:
             if self.best_stratum:
                 select_kernels(self.device, q, self.resident.step, gap)
             validation.build_programs(self.device)
+            if self.clipped is not None:
+                clipped_step.build_programs(self.device)
         except Exception:
             pass
 
@@ -80,18 +89,40 @@ class DeviceStage:
                              select=select)
         host = hits.to_host()
         t3 = time.perf_counter()
+        found = (host["rs"], host["ref_start"], host["ref_end"], host["dist"])
+        n_clipped = 0
+        if self.clipped is not None:
+            extra, kept = clipped_step.clipped_hits(self.device, self.resident, codes, offsets, found, candidates,
+                                                    self.clipped, *self.contigs())
+            n_clipped = len(extra[0])
+            if not kept.all():
+                found = tuple(a[kept] for a in found)
+            if n_clipped:
+                found = merge_hits(found, extra)
+        t4 = time.perf_counter()
+        seconds = {"index": t1 - t0, "filter": t2 - t1, "validate": t3 - t2}
+        if self.clipped is not None:
+            seconds["clipped"] = t4 - t3
         return DeviceResult(
-            rs=host["rs"],
-            ref_start=host["ref_start"],
-            ref_end=host["ref_end"],
-            dist=host["dist"],
+            rs=found[0],
+            ref_start=found[1],
+            ref_end=found[2],
+            dist=found[3],
             raw_hits=int(getattr(candidates, "raw_hits", 0)),
             candidates=int(candidates.n),
             too_long=too_long,
             validated=int(candidates.n) if select is None else select.counts.get("leaders", 0)
             + select.counts.get("rivals", 0),
-            seconds={"index": t1 - t0, "filter": t2 - t1, "validate": t3 - t2},
+            clipped=n_clipped,
+            seconds=seconds,
         )
+
+    def contigs(self):
+        """The resident reference's contig offsets and ends on the host (int64), read once."""
+        if self._contigs is None:
+            self._contigs = tuple(np.asarray(a.get(), dtype=np.int64)[: self.resident.n_contigs]
+                                  for a in (self.resident.contig_offsets, self.resident.contig_ends))
+        return self._contigs
 
 
 def without_long_reads(codes, offsets, max_length=MAX_READ_LENGTH):

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from . import sam
+from .clipped import ClippedSearch
 from .device import open_devices
 from .device_stage import DeviceStage
 from .errors import PeanutError
@@ -155,7 +156,8 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
         # one size for every device (the reader makes the batches): the smallest device's
         batch_size = min(reads_per_buffer(d, 150, q=index.q, reserved_bytes=r.device_bytes,
                                           max_reads=pipeline_batch(d)) for d, r in zip(devices, residents))
-    stages = [DeviceStage(d, r, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
+    stages = [DeviceStage(d, r, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection,
+                          clipped=ClippedSearch.for_options(opts))
               for d, r in zip(devices, residents)]
     stage = stages[0]
     paired = mates is not None or interleaved

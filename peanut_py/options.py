@@ -91,6 +91,10 @@ class MapOptions:
                                "minimum identity (len - edits) / len of a hit, in (0, 1] or percent (0, 100]", 0.0,
                                1.0, metavar="ID", lo_open=True)
     local: bool = True
+    # local mode: a read without a whole-read hit maps when its local alignment scores at least this (clipped.py)
+    min_score: int = _opt(30, ("-T", "--min-score"), "local mode: a read whose whole length misses the identity "
+                          "threshold still maps when its best local alignment scores at least INT (bwa mem's -T)",
+                          0, 1_000_000, metavar="INT")
     secondary: bool = False  # True: other hits as 0x100 records; False: BWA's XA tag on the primary
     scoring: Scoring = field(default_factory=Scoring)
     read_group_id: str = None

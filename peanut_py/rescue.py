@@ -140,13 +140,14 @@ def rescue_group_size(device, kernel):
     return device.work_group_size(kernel, RESCUE_GROUP)
 
 
-def align_windows(device, resident, text, rs_start, task_rs, lo, hi, opts, queue=None, group=None):
+def align_windows(device, resident, text, rs_start, task_rs, lo, hi, opts, queue=None, group=None, kernel=None):
     """Run kernels/rescue.cl: per task (read strand ``task_rs``: host ``text[rs_start[rs]:rs_start[rs + 1]]``,
     global window [lo, hi)) the best alignment's score (NEG_INF: none), end cell (i, j) and start diagonal,
     as host int32 arrays.  ``queue`` (default the device's): the rescue stage of paired mapping runs beside
     the mapping core on the side queue; its buffers then come straight from the context, never from the
     core's memory pool, whose freed buffers may still be in use on the main queue. ``group``: work-items
-    per task (default :func:`rescue_group_size`); the results do not depend on it."""
+    per task (default :func:`rescue_group_size`); the results do not depend on it. ``kernel``: a kernel object
+    of the rescue program for a caller on another thread (default: this module's)."""
     import pyopencl as cl
     import pyopencl.array as cla
 
@@ -156,7 +157,7 @@ def align_windows(device, resident, text, rs_start, task_rs, lo, hi, opts, queue
     m = (rs_start[1:] - rs_start[:-1])[task_rs]
     queue = queue or device.queue
     allocator = device.pool if queue is device.queue else None
-    kernel = _kernel(device)
+    kernel = kernel or _kernel(device)
     group = int(group or rescue_group_size(device, kernel))
     max_m = int(m.max()) if n else 0
     rows_cap = max(1, -(-max_m // group) * group)  # every work-item's block of rows fits
@@ -180,11 +181,12 @@ def align_windows(device, resident, text, rs_start, task_rs, lo, hi, opts, queue
 
 
 def rescued_hits(windows, lengths, score, end_i, end_j, start_diag, opts, contig_offsets, contig_ends,
-                 min_score=RESCUE_MIN_SCORE):
+                 min_score=RESCUE_MIN_SCORE, unit=None):
     """Kernel results -> hits ``(rs, ref_start, ref_end, dist)`` (sorted by rs) for alignments scoring at least
     ``min_score``. The interval projects the whole read along the alignment's start and end diagonals (kept
     inside the contig); ``dist`` is the edit distance with the same score estimate
-    (pairs.hit_score): ``ceil((match * m - score) / (match + mismatch))``, at least 0."""
+    (pairs.hit_score): ``ceil((match * m - score) / unit)``, at least 0, with ``unit`` the score of one
+    substitution, ``match + mismatch`` (default)."""
     keep = score >= min_score
     read, strand, lo = windows.read[keep], windows.strand[keep], windows.lo[keep]
     m = np.asarray(lengths, dtype=np.int64)[read]
@@ -193,7 +195,7 @@ def rescued_hits(windows, lengths, score, end_i, end_j, start_diag, opts, contig
     c_lo, c_hi = offsets[contig], np.asarray(contig_ends, dtype=np.int64)[contig]
     start = np.clip(lo + start_diag[keep], c_lo, c_hi)
     end = np.clip(lo + (end_j[keep] - end_i[keep]).astype(np.int64) + m, c_lo, c_hi)
-    unit = opts.scoring.match + opts.scoring.mismatch
+    unit = opts.scoring.match + opts.scoring.mismatch if unit is None else unit
     dist = np.maximum(-((score[keep].astype(np.int64) - opts.scoring.match * m) // unit), 0)
     rs = (2 * read + strand).astype(np.uint32)
     srt = np.argsort(rs, kind="stable")

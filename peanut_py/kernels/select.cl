@@ -6,6 +6,8 @@
 // Candidates are sorted by read strand rs = 2 * read + strand; a read owns the candidates of rs 2r and
 // 2r + 1.  phase[c]: 0 = not (yet) selected, 1 = leader (validated first), 2 = rival (validated second).
 
+#include "rs_range.clh"
+
 #define PHASE_LEADER 1u
 #define PHASE_RIVAL 2u
 
@@ -18,16 +20,6 @@ inline long lemma_votes(long n, long e)
     const long hits = num > 0 ? (num + STEP - 1) / STEP : 0;
     const long pieces = e / (GAP + 1) + 1;
     return (hits + pieces - 1) / pieces;
-}
-
-inline uint lower_bound_rs(__global const uint *rs, uint n, uint x)
-{
-    uint lo = 0, hi = n;
-    while (lo < hi) {
-        const uint mid = lo + (hi - lo) / 2;
-        if (rs[mid] < x) lo = mid + 1; else hi = mid;
-    }
-    return lo;
 }
 
 // One work-item per read: its candidate range, its most voted candidate's votes, and the leaders: the

@@ -1,0 +1,208 @@
+"""Local mode: a read without a whole-read hit is judged by its aligned part.
+
+Validation (validation.py) keeps a hit only when the whole read strand reaches the identity threshold, which
+is right for ``--semiglobal`` but loses, in local mode, every read whose alignment clips a long end: an
+untrimmed adapter tail, a read-through pair whose insert is shorter than the reads, a read across the origin
+of a circular genome or a contig end.  Filtration still finds their candidates (the aligned part carries
+the votes), so for each read of a batch without a validated hit this step takes its strongest candidates
+(``kernels/clipped.cl``: at least half the read's best votes, at most ``max_per_read``), aligns the whole
+read strand locally against each candidate's window (the affine-gap dynamic program of mate rescue,
+``kernels/rescue.cl``) and keeps the alignments whose score, counted as BWA-MEM's ``-T`` counts it, reaches
+``min_score``.  They become ordinary hits of the read, with the projected reference interval of rescued
+mates (rescue.rescued_hits) and, as their distance, the score they lose against a perfect match of the
+whole read (in matches), so ranking, pairing, the final alignment and MAPQ treat them like any other hit.  Reads that have a validated hit are not touched: their output is
+the same with and without this step.  docs/mapping.md, "Local mode", says what is reported and why.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .options import DEFAULT_MIN_IDENTITY, Scoring
+from .ranking import gather_read_strands
+from .rescue import RescueWindows, align_windows, rescued_hits
+from .validation import max_errors_table
+
+MAX_PER_READ = 4  # candidates aligned per read without a validated hit (both strands together)
+RATIO = (1, 2)  # ... each with at least this share of the read's best candidate's votes
+DEFAULT_MIN_SCORE = 30  # BWA-MEM's -T
+
+
+@dataclass(frozen=True)
+class ClippedSearch:
+    """The settings of the step: scoring of the alignment, the minimum score (``-T``), the identity that sizes
+    the window around a candidate (validation's error bound), candidates per read and their votes ratio."""
+
+    scoring: Scoring = Scoring()
+    min_score: int = DEFAULT_MIN_SCORE
+    min_identity: float = DEFAULT_MIN_IDENTITY
+    max_per_read: int = MAX_PER_READ
+    ratio: tuple = RATIO
+
+    @classmethod
+    def for_options(cls, opts):
+        """The step for ``peanut map``'s MapOptions: local mode only (None with ``--semiglobal``)."""
+        if not opts.local:
+            return None
+        return cls(scoring=opts.scoring, min_score=opts.min_score, min_identity=opts.min_identity)
+
+    @property
+    def min_kernel_score(self):
+        """The rescue kernel's score includes a clipping penalty per clipped end; BWA-MEM's ``-T`` compares the
+        score of the aligned part. A clipped read has at least one clipped end, so one penalty is given back:
+        the bar is exactly ``-T`` for a read clipped at one end (adapter, read-through, contig end), ``-T``
+        plus the penalty for one clipped at both ends."""
+        return self.min_score - self.scoring.clip
+
+
+def _mark_kernel(device):
+    return device.kernels("clipped").mark_clipped
+
+
+def _align_kernel(device):
+    """A kernel object of the rescue program for this step alone: paired runs launch the rescue kernel from
+    their host stage thread at the same time, and a kernel object carries its arguments."""
+    import pyopencl as cl
+
+    return device.cached("clipped-align", lambda: cl.Kernel(device.program("rescue"), "rescue_align"))
+
+
+def build_programs(device):
+    """Build the step's programs ahead of the first batch (see ``DeviceStage.warm_up``)."""
+    from .scans import where
+
+    where(device)
+    _mark_kernel(device)
+    _align_kernel(device)
+
+
+def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ratio=RATIO):
+    """Indices (host int64, ascending) of the candidates that the step aligns: ``kernels/clipped.cl`` over
+    the device ``candidates`` (sorted by rs) with ``has_hit`` (host, one flag per read of the buffer)."""
+    import pyopencl.array as cla
+
+    from .scans import where
+
+    n = int(candidates.n)
+    n_reads = len(has_hit)
+    if n == 0 or n_reads == 0:
+        return np.zeros(0, dtype=np.int64)
+    queue, pool = device.queue, device.pool
+    flags = cla.to_device(queue, np.ascontiguousarray(has_hit, dtype=np.uint8), allocator=pool)
+    chosen = device.empty(n, np.uint32)
+    device.launch(_mark_kernel(device), n_reads, np.uint32(n_reads), np.uint32(n), candidates.rs.data,
+                  candidates.votes.data, flags.data, np.uint32(max_per_read), np.uint32(ratio[0]),
+                  np.uint32(ratio[1]), chosen.data)
+    out = device.empty(n, np.uint32)
+    count = device.empty(1, np.uint32)
+    where(device)(chosen[:n], np.uint32(1), count, np.uint32(0), out, count, size=n, queue=queue)
+    m = int(count.get()[0])
+    return out[:m].get().astype(np.int64) if m else np.zeros(0, dtype=np.int64)
+
+
+def candidate_windows(rs, diag_lo, diag_hi, rs_lengths, max_errors, contig_offsets, contig_ends):
+    """The window of each candidate: its diagonals widened by validation's error bound ``max_errors[n]`` of
+    its read strand's length n, ``[diag_lo - k, diag_hi + n + k)``, clipped to its contig (the last one
+    starting at or before ``diag_hi + n - 1``, validation's rule). Candidates whose window is empty are left
+    out. Returns RescueWindows (read, strand, lo, hi) in candidate order."""
+    rs = np.asarray(rs, dtype=np.int64)
+    n = np.asarray(rs_lengths, dtype=np.int64)[rs]
+    k = np.asarray(max_errors, dtype=np.int64)[n]
+    lo = np.asarray(diag_lo, dtype=np.int64) - k
+    hi = np.asarray(diag_hi, dtype=np.int64) + n + k
+    offsets = np.asarray(contig_offsets, dtype=np.int64)
+    ends = np.asarray(contig_ends, dtype=np.int64)
+    contig = np.maximum(np.searchsorted(offsets, np.asarray(diag_hi, dtype=np.int64) + n - 1, side="right") - 1, 0)
+    lo = np.maximum(lo, offsets[contig])
+    hi = np.minimum(hi, ends[contig])
+    keep = (lo < hi) & (n > 0)
+    return RescueWindows(rs[keep] >> 1, rs[keep] & 1, lo[keep], hi[keep])
+
+
+def weak_reads(n_reads, hit_rs, hit_dist, rs_lengths, max_errors):
+    """Per read: True where it has validated hits and the best of them has more than half of validation's
+    error bound ``max_errors[n]`` (a read strand of length n): such a whole-read hit is often a long clipped
+    end forced into an edit-distance alignment, and the read is judged locally (see :func:`clipped_hits`)."""
+    hit_rs = np.asarray(hit_rs, dtype=np.int64)
+    best = np.full(n_reads, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(best, hit_rs >> 1, np.asarray(hit_dist, dtype=np.int64))
+    bound = np.asarray(max_errors, dtype=np.int64)[np.asarray(rs_lengths, dtype=np.int64)[0::2]] // 2
+    return (best != np.iinfo(np.int64).max) & (best > bound)
+
+
+def clipped_hits(device, resident, codes, offsets, found, candidates, search, contig_offsets, contig_ends):
+    """The step for one read buffer: ``(hits, kept)``. ``found``: the validated hits ``(rs, ref_start,
+    ref_end, dist)``; ``kept``: which of them stay (a bool mask); ``hits``: the new hits ``(rs, ref_start,
+    ref_end, dist)`` (sorted by rs, duplicates removed). Judged locally are the reads without a validated hit
+    and the weak ones (:func:`weak_reads`): their strongest candidates (``kernels/clipped.cl``) and, for weak
+    reads, their validated hits are aligned locally, and the validated hits of weak reads are replaced by
+    these alignments, so that all hits of a read are ranked by one measure. ``codes``/``offsets``: the
+    buffer's forward reads; ``candidates``: its filtration's candidates."""
+    hit_rs, hit_start, hit_end, hit_dist = (np.asarray(a) for a in found)
+    n_reads = len(offsets) - 1
+    lengths = np.diff(np.asarray(offsets, dtype=np.int64))
+    rs_lengths = np.repeat(lengths, 2)
+    table = max_errors_table(int(lengths.max()) if n_reads else 0, search.min_identity)
+    weak = weak_reads(n_reads, hit_rs, hit_dist, rs_lengths, table)
+    has_hit = np.zeros(n_reads, dtype=np.uint8)
+    has_hit[hit_rs.astype(np.int64) >> 1] = 1
+    has_hit[weak] = 0
+    kept = ~weak[hit_rs.astype(np.int64) >> 1]
+    empty = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int32))
+    picked = choose_candidates(device, candidates, has_hit, search.max_per_read, search.ratio)
+    if len(picked):
+        import pyopencl.array as cla
+
+        idx = cla.to_device(device.queue, picked.astype(np.uint32), allocator=device.pool)
+        rs, diag_lo, diag_hi = (cla.take(a, idx).get().astype(np.int64)
+                                for a in (candidates.rs, candidates.diag_lo, candidates.diag_hi))
+    else:
+        rs = diag_lo = diag_hi = np.zeros(0, dtype=np.int64)
+    # a weak read's validated hits as candidates of their own: start and end diagonals of the hit
+    own = ~kept
+    own_rs = hit_rs[own].astype(np.int64)
+    rs = np.concatenate([rs, own_rs])
+    diag_lo = np.concatenate([diag_lo, hit_start[own].astype(np.int64)])
+    diag_hi = np.concatenate([diag_hi, hit_end[own].astype(np.int64) - rs_lengths[own_rs]])
+    diag_hi = np.maximum(diag_lo, diag_hi)
+    windows = candidate_windows(rs, diag_lo, diag_hi, rs_lengths, table, contig_offsets, contig_ends)
+    if windows.n == 0:
+        return empty, kept
+    # the read strands of the reads concerned (each once, in batch order): read strand 2 * k + s
+    reads, local = np.unique(windows.read, return_inverse=True)
+    text, rs_start = gather_read_strands(np.asarray(codes, dtype=np.uint8), np.asarray(offsets, dtype=np.int64),
+                                         np.repeat(reads, 2).astype(np.int64),
+                                         np.tile(np.array([0, 1], dtype=np.uint8), len(reads)))
+    task_rs = 2 * local + windows.strand
+    opts = _AlignOptions(search.scoring)
+    score, end_i, end_j, start_diag = align_windows(device, resident, text, rs_start, task_rs, windows.lo,
+                                                    windows.hi, opts, kernel=_align_kernel(device))
+    # dist: the score lost against a perfect match of the whole read, in matches (BWA-MEM ranks local hits by
+    # score; mate rescue's coarser unit, one substitution, would tie hits a few matches apart)
+    hits = rescued_hits(windows, lengths, score, end_i, end_j, start_diag, opts, contig_offsets, contig_ends,
+                        min_score=search.min_kernel_score, unit=search.scoring.match)
+    return _unique_hits(hits), kept
+
+
+@dataclass(frozen=True)
+class _AlignOptions:
+    """What rescue.align_windows and rescue.rescued_hits read from the map options: local alignment."""
+
+    scoring: Scoring
+    local: bool = True
+
+
+def _unique_hits(hits):
+    """Hits sorted by (rs, start, end, dist) without repeats: neighbouring candidates of a read strand often
+    lead to the same best alignment."""
+    rs, start, end, dist = hits
+    if len(rs) == 0:
+        return hits
+    order = np.lexsort((dist, end, start, rs))
+    rs, start, end, dist = rs[order], start[order], end[order], dist[order]
+    new = np.ones(len(rs), dtype=bool)
+    new[1:] = (rs[1:] != rs[:-1]) | (start[1:] != start[:-1]) | (end[1:] != end[:-1])
+    return rs[new], start[new], end[new], dist[new]
+
+
+__all__ = ["ClippedSearch", "MAX_PER_READ", "RATIO", "DEFAULT_MIN_SCORE", "build_programs", "choose_candidates",
+           "candidate_windows", "weak_reads", "clipped_hits"]
