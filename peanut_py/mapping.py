@@ -13,7 +13,7 @@ from . import sam
 from .device import Device
 from .device_stage import DeviceStage
 from .errors import PeanutError
-from .layout import MAX_READ_LENGTH, reads_per_buffer
+from .layout import MAX_READ_LENGTH, default_fold, index_fixed_bytes, reads_per_buffer
 from .options import RunOptions, check
 from .outfiles import remove_stale_temporaries
 from .pipeline import StageTimes, postprocess_threads, run_pipeline
@@ -140,15 +140,17 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
         resident = ResidentReference.from_index(device, index)
         genome = genome.result()
     upload = time.perf_counter() - t0
-    if log:
-        table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
-        log(f"device: {device.name}, {device.global_mem / 2**30:.1f} GiB used at most; reference on the device "
-            f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload); "
-            f"-t {requested}: {threads} postprocessing thread{'s' if threads > 1 else ''}")
     batch_size = run.batch_size
     if batch_size is None:
         batch_size = reads_per_buffer(device, 150, q=index.q, reserved_bytes=resident.device_bytes,
                                       max_reads=pipeline_batch(device))
+    if log:
+        table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
+        log(f"device: {device.name} ({device.global_mem / 2**30:.1f} GiB); the run allocates there the reference "
+            f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload), the q-group "
+            f"index ({index_fixed_bytes(index.q, fold=default_fold(device)) / 2**20:,.0f} MiB) and per batch of up "
+            f"to {batch_size:,} reads what its reads and hits need; "
+            f"-t {requested}: {threads} postprocessing thread{'s' if threads > 1 else ''}")
     stage = DeviceStage(device, resident, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection)
     paired = mates is not None or interleaved
     # the programs build on a side thread while the postprocessor loads and the first batch is read
