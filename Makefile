@@ -5,6 +5,9 @@ BIN     = $(VENV)/bin
 PY      = $(BIN)/python
 DEMO    = .demo
 EXAMPLE = index/example
+# Installed again only when one of these changes (the Cython extensions are built at install time).
+SOURCES = setup.py pyproject.toml $(wildcard peanut_py/*.pyx peanut_py/*.pxd)
+POCL_INSTALL = apt-get install -y -q pocl-opencl-icd
 
 .PHONY: install cpu-device demo test docs bench bench-quick clean
 
@@ -13,32 +16,53 @@ $(BIN)/python:
 	$(PY) -m pip install -q --upgrade pip "setuptools>=64" wheel
 
 # Editable install with the CPU OpenCL device (PoCL) from PyPI, so a laptop without vendor drivers works.
-install: $(BIN)/python
+$(VENV)/.installed: $(SOURCES) | $(BIN)/python
 	$(PY) -m pip install -q "cython>=3.0" "numpy>=1.24"
 	$(PY) -m pip install -q --no-build-isolation -e '.[pocl,test]'
 	@$(BIN)/peanut devices --check || $(MAKE) --no-print-directory cpu-device
+	@touch $@
+
+install: $(VENV)/.installed
 
 # PyPI's PoCL (LLVM 14) cannot compile for CPUs newer than its LLVM knows (e.g. AMD Zen 5); Debian's can.
+# As root it installs; otherwise it asks before using sudo, and without a terminal (or under CI) it only
+# prints the command.
 cpu-device:
-	@echo "peanut: the PyPI CPU OpenCL device does not work on this CPU; installing Debian's pocl-opencl-icd"
-	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get install -y -q pocl-opencl-icd >/dev/null || { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q pocl-opencl-icd >/dev/null; }
+	@echo "peanut: the PyPI CPU OpenCL device does not work on this CPU; Debian's pocl-opencl-icd does"
+	@if [ "$$(id -u)" = 0 ]; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $(POCL_INSTALL) >/dev/null || { apt-get update -q >/dev/null && $(POCL_INSTALL) >/dev/null; }; \
+	elif [ -t 0 ] && [ -z "$$CI" ]; then \
+	  printf 'Run "sudo %s" now? [y/N] ' "$(POCL_INSTALL)"; read answer; \
+	  case "$$answer" in [yY]*) sudo $(POCL_INSTALL) >/dev/null || { sudo apt-get update -q >/dev/null && sudo $(POCL_INSTALL) >/dev/null; } ;; \
+	    *) echo "Install it with: sudo $(POCL_INSTALL), then run make again"; exit 1 ;; esac; \
+	else \
+	  echo "Install it with: sudo $(POCL_INSTALL), then run make again"; exit 1; \
+	fi
 	$(BIN)/peanut devices --check
 
 demo: install
 	@mkdir -p $(DEMO)
 	$(BIN)/peanut devices
-	$(BIN)/peanut index $(EXAMPLE)/chr20_slice.fa.gz -o $(DEMO)/chr20_slice.peanut.h5
-	$(BIN)/peanut info $(DEMO)/chr20_slice.peanut.h5
-	$(BIN)/peanut map -t 2 $(DEMO)/chr20_slice.peanut.h5 $(EXAMPLE)/NA12878_chr20_slice_2000pairs_R1.fastq.gz -o $(DEMO)/demo.sam
-	$(PY) $(EXAMPLE)/summarize.py $(DEMO)/demo.sam $(EXAMPLE)/original_positions.tsv.gz
+	$(BIN)/peanut index --quiet $(EXAMPLE)/chr20_slice.fa.gz -o $(DEMO)/chr20_slice.peanut.h5
+	$(BIN)/peanut map -t 2 $(DEMO)/chr20_slice.peanut.h5 $(EXAMPLE)/NA12878_chr20_slice_2000pairs_R1.fastq.gz \
+	  $(EXAMPLE)/NA12878_chr20_slice_2000pairs_R2.fastq.gz -o $(DEMO)/demo.bam
+	$(PY) $(EXAMPLE)/summarize.py $(DEMO)/demo.bam $(EXAMPLE)/original_positions.tsv.gz
+	@echo
+	@echo "To map your own data:"
+	@echo "  . $(BIN)/activate                                   # puts peanut on PATH (or: pip install --user .)"
+	@echo "  peanut index ref.fa.gz                              # once per reference: ref.fa.gz.peanut.h5"
+	@echo "  peanut map -t 8 ref.fa.gz.peanut.h5 r1.fq.gz r2.fq.gz -o out.bam"
+	@echo "Documentation: docs/index.md, or make docs and open site/index.html"
 
 test: install
 	$(BIN)/pytest tests --durations=15
 
-docs: install
+$(BIN)/mkdocs: | $(BIN)/python
 	$(PY) -m pip install -q mkdocs
-	$(BIN)/mkdocs build -q
+
+docs: $(BIN)/mkdocs
+	$(BIN)/mkdocs build --strict -q
 
 bench: install
 	$(PY) benchmarks/run.py

@@ -42,7 +42,7 @@ setup(
     install_requires=["numpy>=1.24", "h5py>=3.8", "pyopencl>=2023.1", "pysam>=0.21", "dnaio>=1.2", "mako"],
     extras_require={
         "pocl": ["pyopencl[pocl]"],
-        "test": ["pytest>=7", "hypothesis>=6"],
+        "test": ["pytest>=7", "hypothesis>=6", "mkdocs>=1.6"],
     },
     entry_points={"console_scripts": ["peanut = peanut_py.cli:main"]},
     zip_safe=False,

@@ -14,7 +14,7 @@ from .clipped import ClippedSearch
 from .device import open_devices
 from .device_stage import DeviceStage
 from .errors import PeanutError
-from .layout import MAX_READ_LENGTH, reads_per_buffer
+from .layout import MAX_READ_LENGTH, default_fold, index_fixed_bytes, reads_per_buffer
 from .options import RunOptions, check
 from .outfiles import remove_stale_temporaries
 from .pipeline import StageTimes, postprocess_threads, run_pipeline
@@ -143,19 +143,21 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
         residents = ResidentReference.from_index_many(devices, index)
         genome = genome.result()
     upload = time.perf_counter() - t0
-    if log:
-        for d, resident in zip(devices, residents):
-            table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
-            which = f"[{d.info.index}] " if len(devices) > 1 else ""
-            log(f"device: {which}{d.name}, {d.global_mem / 2**30:.1f} GiB used at most; reference on the device "
-                f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload)")
-        log(f"-t {requested}: {threads} postprocessing thread{'s' if threads > 1 else ''}"
-            + (f", {len(devices)} devices" if len(devices) > 1 else ""))
     batch_size = run.batch_size
     if batch_size is None:
         # one size for every device (the reader makes the batches): the smallest device's
         batch_size = min(reads_per_buffer(d, 150, q=index.q, reserved_bytes=r.device_bytes,
                                           max_reads=pipeline_batch(d)) for d, r in zip(devices, residents))
+    if log:
+        for d, resident in zip(devices, residents):
+            table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
+            which = f"[{d.info.index}] " if len(devices) > 1 else ""
+            log(f"device: {which}{d.name} ({d.global_mem / 2**30:.1f} GiB); the run allocates there the reference "
+                f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload), the "
+                f"q-group index ({index_fixed_bytes(index.q, fold=default_fold(d)) / 2**20:,.0f} MiB) and per batch "
+                f"of up to {batch_size:,} reads what its reads and hits need")
+        log(f"-t {requested}: {threads} postprocessing thread{'s' if threads > 1 else ''}"
+            + (f", {len(devices)} devices" if len(devices) > 1 else ""))
     stages = [DeviceStage(d, r, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection,
                           clipped=ClippedSearch.for_options(opts))
               for d, r in zip(devices, residents)]
