@@ -74,7 +74,7 @@ def _size(text):
     number, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
     try:
         value = int(float(number) * units[unit])
-    except ValueError:
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"invalid size {text!r} (e.g. 2G, 512M)") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"size must be positive, got {text!r}")
