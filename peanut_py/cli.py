@@ -19,11 +19,18 @@ def _log(msg):
     print(f"[peanut] {msg}", file=sys.stderr, flush=True)
 
 
+def _print(text):
+    """Print a command's result; started with standard output closed, that is an error, not a silent exit 0."""
+    if sys.stdout is None:
+        raise PeanutError("standard output is closed: nowhere to print the result")
+    print(text)
+
+
 def cmd_index(args):
     from . import reference
 
     if args.info:
-        print(reference.ReferenceIndex(args.reference).describe())
+        _print(reference.ReferenceIndex(args.reference).describe())
         return
     if args.check:
         with reference.ReferenceIndex(args.reference) as index:
@@ -31,7 +38,7 @@ def cmd_index(args):
             index.check_table(index.kmers(), index.kmer_starts(), index.positions())
         sums = (f"all {checked} datasets match their checksums" if checked else
                 "no checksums stored (built by an older peanut-py; rebuild it to get them)")
-        print(f"ok: {args.reference}: {sums}; the q-gram table is consistent")
+        _print(f"ok: {args.reference}: {sums}; the q-gram table is consistent")
         return
     opts = check(IndexOptions(q=args.q, step=args.step, mask_threshold=args.mask_threshold, compress=args.compress))
     reference.build_index(
@@ -49,7 +56,7 @@ def cmd_index(args):
 def cmd_info(args):
     from . import reference
 
-    print(reference.ReferenceIndex(args.index).describe())
+    _print(reference.ReferenceIndex(args.index).describe())
 
 
 def _mode(text):
@@ -74,7 +81,7 @@ def _size(text):
     number, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
     try:
         value = int(float(number) * units[unit])
-    except ValueError:
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"invalid size {text!r} (e.g. 2G, 512M)") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"size must be positive, got {text!r}")
@@ -123,13 +130,11 @@ def cmd_devices(args):
     if args.check:
         for index in chosen:
             info = device.check_device(str(index))
-            print(f"ok: [{info.index}] {info.name} compiles and runs OpenCL kernels")
+            _print(f"ok: [{info.index}] {info.name} compiles and runs OpenCL kernels")
         return
-    for info in infos:
-        mark = "*" if info.index in chosen else " "
-        print(f"{mark} {info.describe()}")
-    print("(* = the device(s) a run would use; choose others with --device INDEX|NAME, a list such as 0,2, "
-          "all, or PYOPENCL_CTX)")
+    lines = [f"{'*' if info.index in chosen else ' '} {info.describe()}" for info in infos]
+    _print("\n".join(lines + ["(* = the device(s) a run would use; choose others with --device INDEX|NAME, a list "
+                              "such as 0,2, all, or PYOPENCL_CTX)"]))
 
 
 # Set by SIGINT/SIGTERM: whatever error the interruption itself causes in other threads (a kernel build

@@ -82,6 +82,8 @@ def parse_insert_size(text):
     std = values[1] if len(values) > 1 else 0.1 * mean
     if mean <= 0 or std < 0:
         raise PeanutError(f"-I {text!r}: MEAN must be positive and STD not negative")
+    if not math.isfinite(mean + MAX_STDDEV * std):
+        raise PeanutError(f"-I {text!r}: MEAN + {MAX_STDDEV} STD is too large")
     high = _bwa_int(mean + MAX_STDDEV * std)
     low = max(_bwa_int(mean - MAX_STDDEV * std), 1)
     if len(values) > 2:

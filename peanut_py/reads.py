@@ -601,6 +601,7 @@ def _check_names(name_text, name_off, locate):
         head = name_text[name_off[i] : name_off[i] + 40].tobytes().decode("latin-1")
         raise InputError(path, f"read name '{head}...' has {int(lengths[i])} characters; SAM allows at most "
                          f"{MAX_NAME_LENGTH}", record)
+    name_text = name_text[: name_off[-1]]  # gather() pads an all-empty name column with one byte
     if name_text.size:
         bad = _BAD_NAME_BYTE[name_text]
         if bad.any():

@@ -21,6 +21,7 @@ import numpy as np
 
 from ._version import __version__
 from .errors import InputError, PeanutError
+from .sam import is_special_file
 from .options import IndexOptions, check
 from .outfiles import remove_stale_temporaries, temporary_beside
 
@@ -135,6 +136,10 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
         raise InputError(out_path, "output is a directory; give a file name")
     if os.path.exists(out_path) and os.path.samefile(out_path, fasta_path):
         raise InputError(out_path, "output would overwrite the input FASTA")
+    if is_special_file(out_path):
+        # renaming the finished index onto it would replace a device node, FIFO or /dev/stdout link
+        raise InputError(out_path, "output is not a regular file (a device, FIFO or standard stream); an index "
+                         "is an HDF5 file and needs a file name")
     out_dir = os.path.dirname(os.path.abspath(out_path))
     if not os.path.isdir(out_dir):
         raise InputError(out_path, f"output directory {out_dir} does not exist")
@@ -170,12 +175,14 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
         except OSError:
             pass  # directories cannot be fsynced on every platform; the rename is already atomic
     except BaseException as e:
+        failure = _os_error_of(e)
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        if isinstance(e, OSError) and not isinstance(e, PeanutError):
-            raise InputError(out_path, f"cannot write index: {e.strerror or e}") from None
+        if failure is not None:
+            reason = os.strerror(failure.errno) if failure.errno else str(failure).splitlines()[0]
+            raise InputError(out_path, f"cannot write index: {reason}") from None
         raise
     seconds = time.perf_counter() - t0
     summary.update(path=out_path, seconds=seconds, peak_rss_mb=_peak_rss_mb())
@@ -187,6 +194,16 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
         f"{seconds:.1f} s, peak memory {summary['peak_rss_mb']:,.0f} MB -> {out_path}"
     )
     return summary
+
+
+def _os_error_of(e):
+    """The OSError behind a failed write: ``e`` itself, or the one h5py raised first when closing the file
+    then failed too (a full disk ends in a RuntimeError from HDF5's close, with the OSError as its context)."""
+    while e is not None and not isinstance(e, PeanutError):
+        if isinstance(e, OSError):
+            return e
+        e = e.__context__
+    return None
 
 
 def _extension():
@@ -581,8 +598,12 @@ class ReferenceIndex:
         for ds in DATASETS:
             if ds not in h5:
                 raise InputError(path, f"damaged index: dataset /{ds} is missing")
+            h5[ds]  # opens its object header: damage there is reported here, not at first use
         self.q = int(a["q"])
         self.step = int(a["step"])
+        if not (4 <= self.q <= 16 and 1 <= self.step <= 1024):
+            raise InputError(path, f"damaged index: q {self.q} and step {self.step} are not those of an index "
+                             "(q 4..16, step 1..1024); rebuild it with `peanut index`")
         self.mask_threshold = int(a["mask_threshold"])
         self.checksum = str(a["checksum"])
         self.attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in a.items()}

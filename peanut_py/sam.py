@@ -8,6 +8,7 @@ successful ``close()``; ``abort()``, an exception inside ``with open_output(...)
 interpreter exit with the writer still open delete the temporary file, so no partial output is left.
 """
 import atexit
+import errno
 import os
 import re
 import stat
@@ -270,6 +271,7 @@ class _BamWriter(_AtomicFileWriter):
     def __init__(self, path, header, threads=1):
         import pysam
 
+        pysam.set_verbosity(0)  # htslib's own messages on a failed write would precede our one error line
         super().__init__(path)
         os.close(self._fd)  # htslib opens the temporary file by name
         try:
@@ -290,12 +292,26 @@ class _BamWriter(_AtomicFileWriter):
                 write(fromstring(line, header))
         except OSError as e:
             self.abort()
-            raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
+            raise PeanutError(f"{self.path}: cannot write: "
+                              f"{_bam_failure(e, os.path.dirname(os.path.abspath(self.path)))}") from None
 
     def _close_file(self):
         if self._bam is not None:
             bam, self._bam = self._bam, None
             bam.close()
+
+
+def _bam_failure(e, folder=None):
+    """Why htslib could not write BAM. Its OSError carries no errno ('sam_write1 failed with error code -1'),
+    so a full file system is recognised from ``folder``'s free space."""
+    if e.strerror:
+        return e.strerror
+    try:
+        if folder is not None and os.statvfs(folder).f_bavail == 0:
+            return os.strerror(errno.ENOSPC)
+    except OSError:
+        pass
+    return f"{e} (htslib gives no reason; is the disk or device full?)"
 
 
 class _StdoutBamWriter(_Writer):
@@ -304,6 +320,7 @@ class _StdoutBamWriter(_Writer):
     def __init__(self, header, threads=1, path=None):
         import pysam
 
+        pysam.set_verbosity(0)  # htslib's own messages on a failed write would precede our one error line
         if path is None:
             _stdout().flush()
         self.path = "standard output" if path is None else os.fspath(path)
@@ -318,8 +335,11 @@ class _StdoutBamWriter(_Writer):
     def write(self, text):
         if isinstance(text, bytes):
             text = text.decode()
-        for line in text.splitlines():
-            self._bam.write(self._fromstring(line, self._header))
+        try:
+            for line in text.splitlines():
+                self._bam.write(self._fromstring(line, self._header))
+        except OSError as e:
+            raise PeanutError(f"{self.path}: cannot write: {_bam_failure(e)}") from None
 
     def close(self):
         if self._bam is not None:
