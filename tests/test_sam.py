@@ -381,6 +381,8 @@ SCRIPT = """
 import os, signal, sys, time
 sys.path.insert(0, {root!r})
 from peanut_py import sam
+# Ctrl-C as in a terminal, also when the tests run where SIGINT is ignored (a background job)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 w = sam.open_output({path!r}, {header!r})
 w.write({line!r} * 1000)
 if {mode!r} == "sigint":
