@@ -231,9 +231,11 @@ def build_parser():
     p = sub.add_parser("map", help="map reads to an index; SAM on stdout (or -o OUT.sam|OUT.bam)",
                        usage="%(prog)s [options] INDEX.h5 READS [MATES]")
     p.add_argument("index", metavar="INDEX.h5")
-    p.add_argument("reads", metavar="READS", help=f"FASTQ or FASTA, {READS_COMPRESSION}")
+    p.add_argument("reads", metavar="READS", help=f"FASTQ or FASTA, {READS_COMPRESSION}; a file, a FIFO, "
+                   "<(...) or - (standard input), read once as a stream")
     p.add_argument("mates", metavar="MATES", nargs="?",
-                   help="second mates of READS (paired-end, FR orientation); names must match READS record by record")
+                   help="second mates of READS (paired-end, FR orientation); names must match READS record by record; "
+                        "a file, a FIFO, <(...) or - (not both READS and MATES)")
     p.add_argument("-p", "--interleaved", action="store_true",
                    help="READS holds pairs interleaved (mate 1, mate 2, mate 1, ...)")
     p.add_argument("-I", dest="insert_size", type=_insert_size, metavar="MEAN[,STD[,MAX[,MIN]]]",

@@ -14,11 +14,11 @@ from .clipped import ClippedSearch
 from .device import open_devices
 from .device_stage import DeviceStage
 from .errors import PeanutError
+from .input_streams import check_inputs, display_name
 from .layout import MAX_READ_LENGTH, default_fold, index_fixed_bytes, reads_per_buffer
 from .options import RunOptions, check
 from .outfiles import remove_stale_temporaries
 from .pipeline import StageTimes, postprocess_threads, run_pipeline
-from .reads import check_regular_file
 from .postprocess import Postprocessor, resolve_align_on
 from .reference import ReferenceIndex, reference_checksum
 from .resident import ResidentReference
@@ -116,9 +116,7 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     ``insert_size`` (insert_size.InsertSize, from ``-I``) replaces the estimate."""
     check(opts)
     check(run)
-    for path in (reads_path, mates):
-        if path is not None:
-            check_regular_file(path)
+    check_inputs(reads_path, mates)
     sam.check_output_path(output, (index_path, reads_path, mates, reference), fmt=output_format)
     if output not in (None, "-") and not sam.is_special_file(output):
         stale = remove_stale_temporaries(output)
@@ -219,7 +217,7 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
                                   host_name=part.host_name)
         if n_reads == 0:
             # an empty reads file is almost always a mistake upstream; leave no output that looks valid
-            raise PeanutError(f"{reads_path}: empty file (no reads)")
+            raise PeanutError(f"{display_name(reads_path)}: empty file (no reads)")
     wall = time.perf_counter() - t_start
     counts = times.counts
     mapped = counts.get("mapped", 0)

@@ -1,31 +1,28 @@
 """Reads in: FASTQ or FASTA (plain, gzip, bzip2, xz or zstd; detected by magic bytes) into ``ReadBatch``es.
 
-FASTQ is read in big blocks and parsed by _fastq.pyx without the GIL, into columns (no Python object per
-read). _fastq.pyx takes only the strict common form; at the first record it is not sure about, that file goes
-on with dnaio (cutadapt's Cython parser: it validates every record and reports line numbers) from that
-record, so odd files (``\\r\\n``, ...) are read and malformed ones fail exactly as they always did. FASTA is
-read by the block parser below, which splits whole blocks at ``\\n>`` with C-level bytes methods.
+Each input is opened once and read front to back (input_streams.py), so files, FIFOs, process substitutions
+and standard input are read alike. FASTQ is read in big blocks and parsed by _fastq.pyx without the GIL, into
+columns (no Python object per read). _fastq.pyx takes only the strict common form; at the first record it is
+not sure about, that input goes on with dnaio (cutadapt's Cython parser: it validates every record and
+reports line numbers), fed the text read past the last record returned and then the rest of the input, so
+odd files (``\\r\\n``, ...) are read and malformed ones fail with the messages and record numbers they always
+had. FASTA is read by the block parser below, which splits whole blocks at ``\\n>`` with C-level bytes methods.
 The fallback's and FASTA's sequence letters are checked, uppercased and turned into base codes per batch with
-NumPy lookup tables. docs/io.md explains the choices (parser, empty files, blank lines at the end, long
-reads, '.' and '-').
+NumPy lookup tables. docs/io.md explains the choices (parser, streams, empty files, blank lines at the end,
+long reads, '.' and '-').
 """
-import bz2
-import importlib
-import lzma
 import os
 import re
-import stat
-import zlib
 from collections import deque
 from itertools import islice
 from typing import Iterator, List, Optional
 
 import dnaio
 import numpy as np
-from xopen import xopen
 
 from . import _fastq
 from .errors import InputError
+from .input_streams import DECOMPRESSION_ERRORS, Counted, Input, Prefixed, display_name, read_up_to
 
 # False: every FASTQ record goes through dnaio (the old path, kept as the tests' reference)
 FAST_FASTQ = True
@@ -44,14 +41,9 @@ _CODE[ord(".")] = _CODE[ord("-")] = 4
 _UPPER = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz.-", b"ABCDEFGHIJKLMNOPQRSTUVWXYZNN")
 _UPPER_LUT = np.frombuffer(_UPPER, dtype=np.uint8)
 
-_COMPRESSION_MAGIC = ((b"\x1f\x8b", "gz"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zst"))
 _COMPRESSION_NAME = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}
 _FASTA_BLOCK = 1 << 22
 _FASTQ_BLOCK = 1 << 23
-# dnaio's FastqReader reads 128 KiB at a time (more once a record does not fit). It raises on non-ASCII bytes
-# and decompression failures per read, before yielding the complete records of what it read: the fast path
-# holds back the reads that end that close to a failure, so the fallback fails after the same records.
-_DNAIO_BUFFER = 128 * 1024
 _CHUNK = 1 << 14  # records taken per step when only max_bases limits a batch
 _UNLIMITED = 1 << 62
 _BINARY = "binary data (a non-ASCII byte): not FASTQ or FASTA text"
@@ -123,118 +115,7 @@ def _cut(text, offsets):
     return [text[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
-# --- opening and failures -------------------------------------------------------------------------------
-
-
-def check_regular_file(path):
-    """Refuse what cannot be read more than once: the reader opens a file again to sniff its format, to
-    switch parsers and to locate an error, so a pipe, FIFO, process substitution or standard input would hang
-    or lose records.  Missing files and directories are left to the opening, which names them."""
-    if path == "-":
-        raise InputError("-", "reading reads from standard input is not supported yet; write them to a file "
-                         "(plain or compressed) and give its name")
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return
-    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        raise InputError(path, "is a pipe, FIFO or device, not a regular file: reading reads from a stream is not "
-                         "supported yet; write them to a file (plain or compressed) and give its name")
-
-
-def _open_binary(path):
-    """Open `path` for reading, decompressing by magic bytes (the name's extension does not matter)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(6)
-        for magic, fmt in _COMPRESSION_MAGIC:
-            if head.startswith(magic):
-                # threads=0: decompress in this process (isal/zlib-ng), so failures surface as exceptions here.
-                return xopen(path, "rb", threads=0, format=fmt), fmt
-        return open(path, "rb", buffering=1 << 20), None
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a reads file") from None
-    except OSError as e:
-        raise InputError(path, f"cannot open: {e.strerror or e}") from None
-
-
-def _optional_attr(module, *names):
-    try:
-        mod = importlib.import_module(module)
-    except ImportError:
-        return None
-    return next((getattr(mod, n) for n in names if hasattr(mod, n)), None)
-
-
-_DECOMPRESSION_ERRORS = tuple(
-    [EOFError, OSError, zlib.error, lzma.LZMAError]
-    + [
-        e
-        for e in (
-            _optional_attr("isal.isal_zlib", "error"),
-            _optional_attr("zlib_ng.zlib_ng", "error"),
-            _optional_attr("backports.zstd", "ZstdError"),
-            _optional_attr("compression.zstd", "ZstdError"),
-        )
-        if e is not None
-    ]
-)
-
-
-def _decompressor(compression):
-    if compression == "gz":
-        return zlib.decompressobj(31)
-    if compression == "bz2":
-        return bz2.BZ2Decompressor()
-    if compression == "xz":
-        return lzma.LZMADecompressor()
-    cls = _optional_attr("compression.zstd", "ZstdDecompressor") or _optional_attr("backports.zstd", "ZstdDecompressor")
-    return cls() if cls else None
-
-
-def _intact_text_counts(path, compression):
-    """(newlines, '\\n>' record starts) in the text that decompresses cleanly before the damage.
-
-    The streaming reader reports damage only for a whole buffer; this finds the exact place, for the message.
-    """
-    newlines = headers = 0
-    d = _decompressor(compression)
-    if d is None:
-        return None
-    with open(path, "rb") as f:
-        while True:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                return newlines, headers
-            while chunk:
-                try:
-                    out = d.decompress(chunk)
-                except _DECOMPRESSION_ERRORS:
-                    return newlines, headers
-                newlines += out.count(b"\n")
-                headers += out.count(b"\n>")
-                if d.eof:  # concatenated members (bgzip, cat a.gz b.gz): restart on what follows
-                    chunk = d.unused_data
-                    d = _decompressor(compression)
-                else:
-                    chunk = b""
-
-
-def _first_non_ascii_line(path):
-    """0-based line of the file's first non-ASCII byte (dnaio only knows which buffer held it)."""
-    f, _ = _open_binary(path)
-    lines = 0
-    with f:
-        while True:
-            block = f.read(1 << 20)
-            if not block:
-                return None
-            high = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) >= 128)
-            if high.size:
-                return lines + block.count(b"\n", 0, int(high[0]))
-            lines += block.count(b"\n")
+# --- failures ------------------------------------------------------------------------------------------------
 
 
 def _short(text, limit=100):
@@ -247,29 +128,34 @@ def _short(text, limit=100):
 
 
 class _Source:
-    """One reads file; ``take(k)`` returns the next k records as slices of chunks, failures as InputError.
+    """One reads input, opened once; ``take(k)`` returns the next k records as slices of chunks, failures as
+    InputError.
 
     FASTQ goes through _fastq.pyx block by block while its records are in the strict form; at the first one
-    that is not (or a non-ASCII byte, or a failing read) the file goes on with dnaio from the first record
-    not yet returned: dnaio reads the odd record, or fails as it always has, with the same record numbers.
+    that is not (or a non-ASCII byte, or a failing read) the input goes on with dnaio from the first record
+    not yet returned, fed the text already read past it and then the rest of the input (or the failure met):
+    dnaio reads the odd record, or fails as it always has, with the same record numbers.
     """
 
     def __init__(self, path, fast_fastq=None, block_size=None):
         self.path = os.fspath(path)
+        self.name = display_name(self.path)  # in messages
         self._fastq_block = _FASTQ_BLOCK if block_size is None else max(1, int(block_size))
         self._fasta_block = _FASTA_BLOCK if block_size is None else max(1, int(block_size))
         self.taken = 0  # records returned so far
-        self._file = None
         self._records = None
         self.format = None
-        check_regular_file(self.path)
-        f, self.compression = _open_binary(self.path)
+        self._input = Input(self.path)
+        self.compression = self._input.compression
         try:
-            first = f.read(1)
-        except _DECOMPRESSION_ERRORS:
-            raise self._decompression_error(0) from None
-        finally:
-            f.close()
+            first = self._input.text.read(1)
+        except DECOMPRESSION_ERRORS:
+            self._input.close()
+            raise self._decompression_error(1) from None
+        except BaseException:
+            self._input.close()
+            raise
+        self._text = Prefixed(first, self._input.text)  # the whole text again: the sniffed byte put back
         if first == b"":
             self.format = None  # an empty file holds zero reads (bwa accepts it too)
         elif first == b"@":
@@ -277,9 +163,10 @@ class _Source:
         elif first == b">":
             self.format = "fasta"
         else:
+            self._input.close()
             shown = repr(chr(first[0])) if 32 <= first[0] < 127 else f"byte 0x{first[0]:02x}"
-            raise InputError(self.path, f"not FASTQ or FASTA: starts with {shown}, not '@' or '>'", 1)
-        self._ended = self.format is None
+            raise InputError(self.name, f"not FASTQ or FASTA: starts with {shown}, not '@' or '>'", 1)
+        self._ended = False
         # the fast path's state
         self._fast = (FAST_FASTQ if fast_fastq is None else bool(fast_fastq)) and self.format == "fastq"
         self._pending = deque()  # [chunk, next read] parsed, not returned yet
@@ -287,8 +174,14 @@ class _Source:
         self._block, self._lo, self._hi, self._base = None, 0, 0, 0  # text after the last parsed record
         self._reading = True  # more blocks to read
         self._complete = False  # read and parsed to the end: nothing is left for dnaio
-        self._limit = 0  # reads ending at or before this offset may be returned; None: all
-        self._longest = 0  # longest record so far, in bytes
+        self._failure = None  # the exception that stopped the fast path's reading, met again by dnaio
+        self._handover = b""  # the text the fast path read past the last record it returned
+        self._read_end = 0  # end of the text read into the current block
+        # the fallback's state: its text (counting lines) and the lines before it (of the records returned)
+        self._counted = None
+        self._lines_before = 0
+        if self.format is None:
+            self.close()
 
     @property
     def has_qualities(self):
@@ -299,9 +192,9 @@ class _Source:
         self._records = None
         self._pending.clear()
         self._blocks, self._block = [], None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._input is not None:
+            self._input.close()
+            self._input = None
 
     def take(self, k):
         """Up to k records as (list of (Chunk, i0, i1), count); fewer only at the end of the file."""
@@ -328,36 +221,27 @@ class _Source:
             while self._pending and got < k:
                 entry = self._pending[0]
                 chunk, i = entry
-                end = chunk.n
-                if self._limit is not None:
-                    end = int(np.searchsorted(chunk.rec_end, self._limit - chunk.base, side="right"))
-                m = min(k - got, end - i)
-                if m > 0:
-                    slices.append((chunk, i, i + m))
-                    got += m
-                    i = entry[1] = i + m
+                m = min(k - got, chunk.n - i)
+                slices.append((chunk, i, i + m))
+                got += m
+                i = entry[1] = i + m
                 if i < chunk.n:
-                    break  # k reached, or the rest is held back
+                    return got  # k reached
                 self._pending.popleft()
             if got == k:
                 return got
             if self._reading:
                 self._read_block()
                 continue
-            if not (self._complete and not self._pending):
-                # hand over to dnaio, from the first record not returned
+            if not self._complete:
+                # hand over to dnaio: every parsed record is returned, so it starts at the unparsed rest
                 self._fast = False
-                self._pending.clear()
+                self._handover = self._block.text[self._lo : max(self._lo, self._read_end)].tobytes()
                 self._blocks, self._block = [], None
-                if self._file is not None:
-                    self._file.close()
-                    self._file = None
             return got
 
     def _read_block(self):
         """Read the next block (after the unparsed rest of the last) and parse its complete records."""
-        if self._file is None:
-            self._file, _ = _open_binary(self.path)
         left = self._hi - self._lo
         size = max(self._fastq_block, 2 * left)  # a record longer than a block: double, as dnaio does
         block = next((b for b in self._blocks if not b.users and b is not self._block and b.size >= size), None)
@@ -369,43 +253,37 @@ class _Source:
         if left:
             buf[:left] = self._block.text[self._lo : self._hi]
         base = self._base + self._lo
-        filled, eof, failed = left, False, False
+        filled, eof = left, False
         view = memoryview(buf)
         try:
             while filled < size:
-                got = self._file.readinto(view[filled:size])
+                got = self._text.readinto(view[filled:size])
                 if not got:
                     eof = True
                     break
                 filled += got
-        except Exception:  # decompression failure and the like: dnaio meets it again in the fallback
-            failed = True
+        except Exception as e:  # decompression failure and the like: dnaio meets it again in the fallback
+            self._failure = e
         finally:
             view.release()
-        if eof and not failed and filled and buf[filled - 1] != 10:
+        failed = self._failure is not None
+        self._read_end = filled  # the text read; a newline added below is the parser's, not the input's
+        if eof and filled and buf[filled - 1] != 10:
             buf[filled] = 10  # dnaio adds the missing last newline too
             filled += 1
         pos = 0
         while True:
-            chunk, pos, status, longest = _fastq.parse_block(block, base, pos, filled)
-            self._longest = max(self._longest, longest)
+            chunk, pos, status, _ = _fastq.parse_block(block, base, pos, filled)
             if chunk is not None:
                 self._pending.append([chunk, 0])
             if status != _fastq.FULL:
                 break
-        # the parsed records are ASCII (parse_block checks every byte); a non-ASCII byte after them is where
-        # dnaio fails, which the reads held back must not pass
-        junk = _fastq.first_non_ascii(buf, pos, filled)
-        if junk >= 0:
-            filled = junk
-        whole = eof and not failed and junk < 0
+        # the parsed records are ASCII (parse_block checks every byte); a non-ASCII byte after them is an
+        # error for dnaio to report, and no reason to read on (binary data would make records ever longer)
+        junk = _fastq.first_non_ascii(buf, pos, filled) >= 0
         self._block, self._lo, self._hi, self._base = block, pos, filled, base
-        self._reading = not (eof or failed or junk >= 0 or status == _fastq.ODD)
-        self._complete = whole and pos == filled
-        # dnaio's read that fails started less than its buffer size before the failure: the reads ending
-        # before that are the ones it returns first (it doubles its buffer for records that do not fit)
-        hold = max(_DNAIO_BUFFER, 2 * self._longest) + 1024
-        self._limit = None if whole else base + filled - hold
+        self._reading = not (eof or failed or junk or status == _fastq.ODD)
+        self._complete = eof and pos == filled
 
     # dnaio (and FASTA)
 
@@ -414,12 +292,11 @@ class _Source:
         ids, seqs, quals = [], [], []
         try:
             if self._records is None:
-                self._file, _ = _open_binary(self.path)
                 if self.format == "fastq":
-                    self._records = iter(dnaio.open(self._file, fileformat="fastq"))
-                    skip = self.taken + pending  # returned by the fast path
-                    if skip:
-                        next(islice(self._records, skip - 1, skip), None)
+                    # the text from the first record not returned (the fast path's read past it), then the input
+                    self._counted = Counted(self._handover, self._text, self._failure)
+                    self._lines_before = 4 * (self.taken + pending)  # the fast path returns 4-line records only
+                    self._records = iter(dnaio.open(self._counted, fileformat="fastq"))
                 else:
                     self._records = self._fasta_records()
             ia, sa, qa = ids.append, seqs.append, quals.append
@@ -442,66 +319,70 @@ class _Source:
         except UnicodeDecodeError:
             self.close()
             raise self._non_ascii_error(pending + len(ids)) from None
-        except _DECOMPRESSION_ERRORS:
+        except DECOMPRESSION_ERRORS:
             self.close()
-            raise self._decompression_error(pending + len(ids)) from None
+            lines = self._counted.newlines if self._counted is not None else 0
+            raise self._decompression_error(self._line_record(lines)) from None
         if ids:
             slices.append((_raw_chunk(ids, seqs, quals if self.format == "fastq" else None), 0, len(ids)))
         return len(ids)
 
     # failures
 
-    def _decompression_error(self, pending):
+    def _line_record(self, line):
+        """The FASTQ record holding line ``line`` (0-based) of the fallback's text."""
+        return (self._lines_before + line) // 4 + 1  # dnaio reads only 4-line FASTQ
+
+    def _decompression_error(self, record):
         what = _COMPRESSION_NAME.get(self.compression, "compressed")
-        counts = _intact_text_counts(self.path, self.compression)
-        if counts is None:
-            record = self.taken + pending + 1
-        else:
-            record = counts[0] // 4 + 1 if self.format != "fasta" else counts[1] + 1
-        return InputError(self.path, f"truncated or corrupt {what} data: it breaks off at this record", record)
+        return InputError(self.name, f"truncated or corrupt {what} data: it breaks off at this record", record)
 
     def _fastq_error(self, message, line, pending):
         if line is None:
             if "Non-ASCII" in message:
                 return self._non_ascii_error(pending)
-            return InputError(self.path, f"invalid FASTQ: {_short(message)}", self.taken + pending + 1)
-        record = line // 4 + 1  # dnaio reads only 4-line FASTQ, so the line fixes the record
+            return InputError(self.name, f"invalid FASTQ: {_short(message)}", self.taken + pending + 1)
+        record = self._line_record(line)
+        line += self._lines_before
         if message.startswith("Premature end of file"):
             text = f"truncated FASTQ record: the file ends at line {line + 1}"
         elif message.startswith("Length of sequence and qualities differ"):
             text = f"quality string length differs from sequence length (line {line + 1})"
         else:
             text = f"invalid FASTQ at line {line + 1}: {_short(message)}"
-        return InputError(self.path, text, record)
+        return InputError(self.name, text, record)
 
     def _non_ascii_error(self, pending):
-        line = _first_non_ascii_line(self.path)
-        return InputError(self.path, _BINARY, self.taken + pending + 1 if line is None else line // 4 + 1)
+        line = None if self._counted is None else self._counted.first_non_ascii_line
+        record = self.taken + pending + 1 if line is None else self._line_record(line)
+        return InputError(self.name, _BINARY, record)
 
     def _fasta_records(self):
         """(name, sequence bytes) per record: blocks split at '\\n>', line breaks deleted by bytes.translate."""
-        f = self._file
+        f = self._text
         done = 0  # records yielded (in all takes)
         pending = b""  # text after a '>' whose record may continue in the next block
         start = True
         while True:
-            block = f.read(self._fasta_block)
-            if not block:
+            block, failure = read_up_to(f, self._fasta_block)
+            if not block and failure is None:
                 break
             if start:
                 block, start = block[1:], False  # the leading '>' seen by the sniffer
             data = pending + block
             if not block.isascii():
                 pos = len(pending) + int(np.argmax(np.frombuffer(block, dtype=np.uint8) >= 128))
-                raise InputError(self.path, _BINARY, done + 1 + data.count(b"\n>", 0, pos))
+                raise InputError(self.name, _BINARY, done + 1 + data.count(b"\n>", 0, pos))
             cut = data.rfind(b"\n>")
             if cut < 0:
                 pending = data
-                continue
-            pending = data[cut + 2 :]
-            for rec in data[:cut].split(b"\n>"):
-                done += 1
-                yield _fasta_record(rec)
+            else:
+                pending = data[cut + 2 :]
+                for rec in data[:cut].split(b"\n>"):
+                    done += 1
+                    yield _fasta_record(rec)
+            if failure is not None:  # the records before the damage are out: it is in the next one
+                raise self._decompression_error(done + 1)
         if not start:
             yield _fasta_record(pending)
 
@@ -702,7 +583,7 @@ def read_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None, block
 
     try:
         for first, part in _batched(take, 1, max_reads, max_bases):
-            yield _make_batch(part, first, False, src.has_qualities, lambda i: (src.path, first + i))
+            yield _make_batch(part, first, False, src.has_qualities, lambda i: (src.name, first + i))
     finally:
         src.close()
 
@@ -715,25 +596,32 @@ def read_pair_batches(path1, path2, max_reads=None, max_bases=None, *, fast_fast
     number of the batch's first pair in both files. `fast_fastq`, `block_size`: as for read_batches.
     """
     _limits(max_reads, max_bases, 2)
-    src1, src2 = _Source(path1, fast_fastq, block_size), _Source(path2, fast_fastq, block_size)
+    src1 = _Source(path1, fast_fastq, block_size)
+    try:
+        src2 = _Source(path2, fast_fastq, block_size)
+    except BaseException:
+        src1.close()
+        raise
     if src1.format and src2.format and src1.format != src2.format:
-        raise InputError(src2.path, f"is {src2.format.upper()} but {src1.path} is {src1.format.upper()}", 1)
+        src1.close()
+        src2.close()
+        raise InputError(src2.name, f"is {src2.format.upper()} but {src1.name} is {src1.format.upper()}", 1)
 
     def take(k):
         s1, n1 = src1.take(k)
         s2, n2 = src2.take(n1 if n1 < k else k)
         if n2 < n1:
-            raise _unequal(src2.path, src1.path, src2.taken)
+            raise _unequal(src2.name, src1.name, src2.taken)
         if n1 < k and src2.take(1)[1]:
-            raise _unequal(src1.path, src2.path, src1.taken)
+            raise _unequal(src1.name, src2.name, src1.taken)
         i = _fastq.first_mate_mismatch(s1, s2)
         if i >= 0:
             a, b = _name_at(s1, i), _name_at(s2, i)
             record = src1.taken - n1 + i + 1
-            raise InputError(src1.path, f"mate names differ: '{a}' here but '{b}' in {src2.path}", record)
+            raise InputError(src1.name, f"mate names differ: '{a}' here but '{b}' in {src2.name}", record)
         return _Part([s1, s2], 1, n1)
 
-    paths = (src1.path, src2.path)
+    paths = (src1.name, src2.name)
     with_quals = src1.has_qualities and src2.has_qualities
     try:
         for first, part in _batched(take, 2, max_reads, max_bases):
@@ -762,18 +650,18 @@ def read_interleaved_batches(path, max_reads=None, max_bases=None, *, fast_fastq
     def take(k):
         slices, n = src.take(2 * k)
         if n % 2:
-            raise InputError(src.path, "the last record has no mate (interleaved pairs need an even count)", src.taken)
+            raise InputError(src.name, "the last record has no mate (interleaved pairs need an even count)", src.taken)
         i = _fastq.first_mate_mismatch(slices, None)
         if i >= 0:
             a, b = _name_at(slices, 2 * i), _name_at(slices, 2 * i + 1)
             record = src.taken - n + 2 * i + 2
             message = f"mate names differ: '{a}' in record {record - 1} but '{b}' here"
-            raise InputError(src.path, message, record)
+            raise InputError(src.name, message, record)
         return _Part([slices], 2, n // 2)
 
     try:
         for first, part in _batched(take, 2, max_reads, max_bases):
             record = 2 * first - 1
-            yield _make_batch(part, record, True, src.has_qualities, lambda i: (src.path, record + i))
+            yield _make_batch(part, record, True, src.has_qualities, lambda i: (src.name, record + i))
     finally:
         src.close()

@@ -4,6 +4,7 @@ import gzip
 import os
 import random
 import re
+import shlex
 import shutil
 import subprocess
 
@@ -482,17 +483,81 @@ def test_closed_standard_streams(example_index, tmp_path):
     assert sum(1 for line in open(out) if not line.startswith("@")) == 2000
 
 
-def test_streams_as_reads_are_refused_at_once_not_hung(example_index, tmp_path):
-    """Standard input ('-'), a FIFO and a process substitution as READS or MATES: not supported yet, so one
-    error line naming it and exit 1 at once, instead of hanging or losing records (the reader opens a file
-    more than once)."""
+MATES = EXAMPLE / "NA12878_chr20_slice_2000pairs_R2.fastq.gz"
+
+
+def _sam_without_pg(text):
+    """The SAM but its @PG line (which quotes the command line)."""
+    return [line for line in text.splitlines() if not line.startswith("@PG")]
+
+
+def _writer(data_command, fifo):
+    """A shell command that writes into ``fifo`` in the background (opened once, as any writer does)."""
+    return f"({data_command} > {fifo} &); "
+
+
+def test_streamed_reads_give_the_sam_of_the_file(example_index, tmp_path):
+    """Standard input (plain and gzip through a pipe), a process substitution and a FIFO as READS: every
+    input read once, front to back; the SAM on standard output at the same time is the file's, byte for byte."""
     fifo = tmp_path / "reads.fifo"
     os.mkfifo(fifo)
-    for args in (f"- < {READS}", f"<(zcat {READS})", str(fifo), f"{READS} <(zcat {READS})"):
-        run = _shell(f"timeout 60 PEANUT map -q {example_index} {args}")
+    expected = _shell(f"PEANUT map -q {example_index} {READS}")
+    assert expected.returncode == 0, expected.stderr
+    assert sum(1 for line in expected.stdout.splitlines() if not line.startswith("@")) == 2000
+    for command in (f"zcat {READS} | PEANUT map -q {example_index} -",
+                    f"PEANUT map -q {example_index} - < {READS}",
+                    f"PEANUT map -q {example_index} <(zcat {READS})",
+                    _writer(f"zcat {READS}", fifo) + f"PEANUT map -q {example_index} {fifo}"):
+        run = _shell(f"timeout 120 bash -c {shlex.quote(command)}")
+        assert run.returncode == 0, (command, run.stderr)
+        assert _sam_without_pg(run.stdout) == _sam_without_pg(expected.stdout), command
+
+
+def test_streamed_pairs_give_the_sam_of_the_files(example_index, tmp_path):
+    """Pairs from two FIFOs, from two process substitutions, and interleaved from standard input: the SAM of
+    the two files, also with batches small enough that the insert-size estimate holds several back."""
+    first, second = tmp_path / "r1.fifo", tmp_path / "r2.fifo"
+    os.mkfifo(first)
+    os.mkfifo(second)
+    interleaved = ("paste <(zcat {0} | paste - - - -) <(zcat {1} | paste - - - -) | tr '\\t' '\\n'"
+                   .format(READS, MATES))
+    for options in ("", "--batch-size 300"):
+        expected = _shell(f"PEANUT map -q {options} {example_index} {READS} {MATES}")
+        assert expected.returncode == 0, expected.stderr
+        assert sum(1 for line in expected.stdout.splitlines() if not line.startswith("@")) == 4000
+        for command in (_writer(f"zcat {READS}", first) + _writer(f"cat {MATES}", second)
+                        + f"PEANUT map -q {options} {example_index} {first} {second}",
+                        f"PEANUT map -q {options} {example_index} <(zcat {READS}) <(zcat {MATES})",
+                        f"{interleaved} | PEANUT map -q {options} -p {example_index} -"):
+            run = _shell(f"timeout 120 bash -c {shlex.quote(command)}")
+            assert run.returncode == 0, (command, run.stderr)
+            assert _sam_without_pg(run.stdout) == _sam_without_pg(expected.stdout), command
+
+
+def test_streamed_input_errors(example_index, tmp_path):
+    """One error line, exit 1, never a hang: standard input for both READS and MATES, one FIFO for both, a
+    FIFO whose writer writes nothing (it is opened once: a second opening would wait for ever), bad reads on
+    standard input (named so, with the record), a closed standard input."""
+    fifo = tmp_path / "reads.fifo"
+    os.mkfifo(fifo)
+    cases = [
+        (f"PEANUT map -q {example_index} - - < {READS}", "standard input: given as both READS and MATES"),
+        (f"PEANUT map -q {example_index} {fifo} {fifo}", f"{fifo}: is the same stream as READS"),
+        (_writer("true", fifo) + f"PEANUT map -q {example_index} {fifo}", f"{fifo}: empty file (no reads)"),
+        (f"printf '@r1\\nACGT\\n+\\nIIII\\n@r2\\nAC\\n+\\nI\\n' | PEANUT map -q {example_index} -",
+         "standard input, record 2: quality string length differs"),
+        (f"zcat {READS} | head -c 100000 | gzip | head -c 20000 | PEANUT map -q {example_index} -",
+         "standard input, record "),
+        (f"PEANUT map -q {example_index} - <&-", "standard input: is closed"),
+    ]
+    for command, message in cases:
+        run = _shell(f"timeout 120 bash -c {shlex.quote(command)}")
         lines = run.stderr.strip().splitlines()
-        assert run.returncode == 1 and len(lines) == 1 and "not supported yet" in lines[0], (args, run.stderr)
-        assert run.stdout == ""
+        assert run.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"peanut: error: {message}"), \
+            (command, run.stderr)
+        assert "Traceback" not in run.stderr
+        if "READS" in message:  # refused before any work: not even the header is written
+            assert run.stdout == ""
 
 
 def test_reads_longer_than_supported_are_reported_unmapped(example_index, tmp_path):
