@@ -16,6 +16,8 @@ def version():
     return ns["__version__"]
 
 
+SNAKEMAKE = "snakemake>=8; python_version >= '3.11'"
+
 extensions = [
     Extension(
         "peanut_py." + os.path.splitext(os.path.basename(path))[0],
@@ -40,9 +42,11 @@ setup(
     package_data={"peanut_py": ["kernels/*.cl", "kernels/*.clh", "*.pyi", "py.typed"]},
     ext_modules=cythonize(extensions, language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}),
     install_requires=["numpy>=1.24", "h5py>=3.8", "pyopencl>=2023.1", "pysam>=0.21", "dnaio>=1.2", "mako"],
+    # Snakemake runs the scale-out workflow (workflow/Snakefile); it needs Python 3.11 or later.
     extras_require={
         "pocl": ["pyopencl[pocl]"],
-        "test": ["pytest>=7", "hypothesis>=6", "mkdocs>=1.6"],
+        "workflow": [SNAKEMAKE],
+        "test": ["pytest>=7", "hypothesis>=6", "mkdocs>=1.6", SNAKEMAKE],
     },
     entry_points={"console_scripts": ["peanut = peanut_py.cli:main"]},
     zip_safe=False,
