@@ -34,7 +34,7 @@ def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None):
     treated as a chance match of one q-gram (q * match), the least our filtration can find. Equal best hits
     give 0; otherwise ``6.02 * (score - sub) / match * f**2``, with ``f = identity**2`` times
     ``log(MAPQ_COEF_LEN) / log(aligned length)`` beyond MAPQ_COEF_LEN bases, less ``4.343 * ln(n_sub + 1)``
-    for ``n_sub`` close rivals. See docs/mapping.md for the calibration.
+    for ``n_sub`` close rivals. See docs/output.md, "MAPQ", for the calibration.
     """
     match, mismatch = scoring.match, scoring.mismatch
     score = np.asarray(score, dtype=np.float64)

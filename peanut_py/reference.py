@@ -661,7 +661,7 @@ class ReferenceIndex:
         """A mappable dataset (:meth:`_mappable`) as a read-only array mapped from the file, else None.
 
         Mapped pages come from the page cache, shared with every other process mapping the same index; an
-        inflated copy costs fresh memory, which a virtual machine charges for dearly (docs/mapping.md, "Memory")."""
+        inflated copy costs fresh memory, which a virtual machine charges for dearly (docs/device.md, "Memory on CPU devices")."""
         if not self._mappable(ds):
             return None
         offset = ds.id.get_offset()

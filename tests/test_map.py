@@ -355,7 +355,7 @@ def test_a_run_that_compiles_kernels_says_so(example_index, tmp_path):
     rc, _, err = run_cli("map", str(example_index), str(READS), "-o", str(out_cold), env=cold)
     assert rc == 0, err
     assert err.count("compiling the OpenCL kernels for") == 1 and "once per device" in err
-    assert re.search(r"OpenCL kernels ready after \d+\.\d s", err)
+    assert re.search(r"OpenCL kernels built after \d+\.\d s", err)
     rc, _, err = run_cli("map", "-q", str(example_index), str(READS), "-o", str(out_warm))
     assert rc == 0 and err == ""
     assert sam_body(out_cold) == sam_body(out_warm)
