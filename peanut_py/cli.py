@@ -375,6 +375,16 @@ def main(argv=None):
         print(f"peanut: error: {e}" if isinstance(e, PeanutError) else "peanut: error: out of memory",
               file=sys.stderr)
         sys.exit(1)
+    except Exception as e:  # noqa: BLE001 - only OpenCL faults are turned into an error line
+        if not type(e).__module__.startswith("pyopencl"):
+            raise
+        if _interrupted.is_set():
+            _exit_interrupted()
+        # a lost device, a failed launch, resources exhausted beyond what splitting a batch can fix: the
+        # atomic writers have already dropped the output while the exception unwound
+        print(f"peanut: error: OpenCL device error ({type(e).__name__}): {' '.join(str(e).split())[:300]}",
+              file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ class DeviceStage:
         their local alignments (clipped.py); None: they stay without hits."""
         self.device = device
         self.resident = resident
+        self.fits = None  # reads per batch known to fit after the device ran out of memory (map_batch_or_split)
         self.min_identity = min_identity
         self.collapse_gap = DEFAULT_COLLAPSE_GAP if collapse_gap is None else collapse_gap
         self.best_stratum = best_stratum
@@ -68,6 +69,30 @@ class DeviceStage:
                 clipped_step.build_programs(self.device)
         except Exception:
             pass
+
+    def map_batch_or_split(self, codes, offsets, on_split=None):
+        """:meth:`map_batch`, and when the device runs out of memory for the batch, the batch's two halves
+        one after the other (recursively, down to single reads): a device that a driver, another process or
+        fragmentation left with less memory than it reported gives the same result, more slowly. Each read's
+        hits do not depend on the batch it is in, so the merged result equals the whole batch's.
+        ``on_split(n_reads)`` is called when the first batch fails (for a log line); ``fits`` then holds the
+        largest batch still tried whole."""
+        n = len(offsets) - 1
+        if self.fits is None or n <= self.fits:
+            try:
+                return self.map_batch(codes, offsets)
+            except Exception as exc:  # noqa: BLE001 - only a device allocation failure is handled
+                if n < 2 or not is_out_of_device_memory(exc):
+                    raise
+            # later batches of this size are split before they are tried (and it is said once)
+            if on_split is not None and self.fits is None:
+                on_split(n)
+            self.fits = n // 2 if self.fits is None else min(self.fits, n // 2)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        half = n // 2
+        first = self.map_batch_or_split(codes[offsets[0]:offsets[half]], offsets[:half + 1] - offsets[0], on_split)
+        second = self.map_batch_or_split(codes[offsets[half]:offsets[n]], offsets[half:] - offsets[half], on_split)
+        return concatenate_results(first, second, half)
 
     def map_batch(self, codes, offsets):
         """``codes``/``offsets``: the batch's forward reads (see ReadBatch). Returns a DeviceResult.
@@ -123,6 +148,49 @@ class DeviceStage:
             self._contigs = tuple(np.asarray(a.get(), dtype=np.int64)[: self.resident.n_contigs]
                                   for a in (self.resident.contig_offsets, self.resident.contig_ends))
         return self._contigs
+
+
+# OpenCL's status codes for a failed allocation: CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES,
+# CL_OUT_OF_HOST_MEMORY (drivers report an exhausted device with either of the first two)
+OUT_OF_MEMORY_CODES = (-4, -5, -6)
+
+
+def is_out_of_device_memory(exc):
+    """Whether ``exc`` is an OpenCL allocation failure (pyopencl.MemoryError, or an error with one of
+    OUT_OF_MEMORY_CODES)."""
+    import pyopencl as cl
+
+    if isinstance(exc, cl.MemoryError):
+        return True
+    code = getattr(exc, "code", None)
+    if code is None and isinstance(exc, cl.Error) and exc.args and hasattr(exc.args[0], "code"):
+        code = exc.args[0].code
+    if callable(code):
+        code = code()
+    try:
+        return int(code) in OUT_OF_MEMORY_CODES
+    except (TypeError, ValueError):
+        return False
+
+
+def concatenate_results(first, second, n_first):
+    """The DeviceResult of a batch from those of its first ``n_first`` reads and of the rest."""
+    shifted = np.asarray(second.rs).astype(np.asarray(first.rs).dtype, copy=False) + 2 * n_first
+    seconds = dict(first.seconds)
+    for key, value in second.seconds.items():
+        seconds[key] = seconds.get(key, 0.0) + value
+    return DeviceResult(
+        rs=np.concatenate([np.asarray(first.rs), shifted]),
+        ref_start=np.concatenate([np.asarray(first.ref_start), np.asarray(second.ref_start)]),
+        ref_end=np.concatenate([np.asarray(first.ref_end), np.asarray(second.ref_end)]),
+        dist=np.concatenate([np.asarray(first.dist), np.asarray(second.dist)]),
+        raw_hits=first.raw_hits + second.raw_hits,
+        candidates=first.candidates + second.candidates,
+        validated=first.validated + second.validated,
+        too_long=first.too_long + second.too_long,
+        clipped=first.clipped + second.clipped,
+        seconds=seconds,
+    )
 
 
 def without_long_reads(codes, offsets, max_length=MAX_READ_LENGTH):

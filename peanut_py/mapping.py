@@ -204,8 +204,13 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
     stats_lock = threading.Lock()
 
     def device_step_of(stage):
+        def split(n):
+            if log:
+                log(f"device {stage.device.name} ran out of memory for a batch of {n:,} reads; mapping its halves "
+                    "one after the other (same output; --batch-size or --memory-cap make batches smaller)")
+
         def device_step(batch):
-            result = stage.map_batch(batch.codes, batch.offsets)
+            result = stage.map_batch_or_split(batch.codes, batch.offsets, on_split=split)
             with stats_lock:
                 stats["raw_hits"] += result.raw_hits
                 stats["candidates"] += result.candidates
