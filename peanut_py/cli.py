@@ -374,6 +374,13 @@ def main(argv=None):
             _exit_interrupted()
         print(f"peanut: error: {e}" if isinstance(e, PeanutError) else "peanut: error: out of memory",
               file=sys.stderr)
+        if getattr(e, "exit_at_once", False):
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(1)
         sys.exit(1)
     except Exception as e:  # noqa: BLE001 - only OpenCL faults are turned into an error line
         if not type(e).__module__.startswith("pyopencl"):

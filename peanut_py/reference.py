@@ -182,7 +182,11 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
             pass
         if failure is not None:
             reason = os.strerror(failure.errno) if failure.errno else str(failure).splitlines()[0]
-            raise InputError(out_path, f"cannot write index: {reason}") from None
+            error = InputError(out_path, f"cannot write index: {reason}")
+            # h5py crashes (SIGSEGV) when the objects of a file whose close failed are freed later, at the
+            # latest at interpreter exit: the command line leaves the process at once after this error
+            error.exit_at_once = True
+            raise error from None
         raise
     seconds = time.perf_counter() - t0
     summary.update(path=out_path, seconds=seconds, peak_rss_mb=_peak_rss_mb())

@@ -688,9 +688,7 @@ def full_disk(tmp_path):
     subprocess.run(["umount", str(mount)], check=True)
 
 
-@pytest.mark.parametrize("what", ["map_sam", "map_bam", pytest.param("index", marks=pytest.mark.xfail(
-    strict=True, reason="h5py crashes (SIGSEGV) freeing the datasets of a file whose close failed for want of "
-    "space, after the one-line error; not fixed yet"))])
+@pytest.mark.parametrize("what", ["map_sam", "map_bam", "index"])
 def test_a_full_file_system_is_one_line_and_leaves_nothing(world, full_disk, what):
     reads = require_shared_data("human", "NA12878_S1.chr20_10.0-10.1Mb_R1.fastq.gz")  # SAM and BAM > 1 MiB
     if what == "index":
