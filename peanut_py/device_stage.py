@@ -15,6 +15,8 @@ from .scans import exclusive_sum
 from .selection import BestStratumSelection, select_kernels
 from .validation import validate_hits
 
+NO_MASKED = np.zeros(0, np.uint32)  # filter_reference's masked q-grams when the threshold is not lowered
+
 
 @dataclass
 class DeviceResult:
@@ -36,11 +38,13 @@ class DeviceStage:
     """The device stage: the three device steps for a batch of reads against the resident reference."""
 
     def __init__(self, device, resident, min_identity=DEFAULT_MIN_IDENTITY, collapse_gap=DEFAULT_COLLAPSE_GAP,
-                 best_stratum=False, clipped=None):
+                 best_stratum=False, clipped=None, masked_aware=False):
         """``best_stratum``: validate with :class:`BestStratumSelection` (for mode best: same best stratum,
         weak rivals skipped); otherwise every candidate is validated. ``clipped`` (a
         :class:`peanut_py.clipped.ClippedSearch`, local mode): reads without a validated hit get the hits of
-        their local alignments (clipped.py); None: they stay without hits."""
+        their local alignments (clipped.py); None: they stay without hits. ``masked_aware``: the votes
+        threshold of a read strand is lowered by its q-grams that the index masked (``resident.masked_kmers``),
+        which keeps the q-gram lemma's guarantee inside masked repeats (modes all and strata:N)."""
         self.device = device
         self.resident = resident
         self.fits = None  # reads per batch known to fit after the device ran out of memory (map_batch_or_split)
@@ -48,6 +52,7 @@ class DeviceStage:
         self.collapse_gap = DEFAULT_COLLAPSE_GAP if collapse_gap is None else collapse_gap
         self.best_stratum = best_stratum
         self.clipped = clipped
+        self.masked_kmers = resident.masked_kmers if masked_aware else None
         self._contigs = None
 
     def warm_up(self):
@@ -104,7 +109,8 @@ class DeviceStage:
         buffer = ReadBuffer(self.device, codes, offsets, q=self.resident.q)
         index = QGroupIndex(self.device, buffer, self.resident.q)
         t1 = time.perf_counter()
-        candidates = filter_reference(self.device, self.resident, index, buffer, collapse_gap=self.collapse_gap)
+        candidates = filter_reference(self.device, self.resident, index, buffer, collapse_gap=self.collapse_gap,
+                                      masked_kmers=NO_MASKED if self.masked_kmers is None else self.masked_kmers)
         t2 = time.perf_counter()
         select = None
         if self.best_stratum:

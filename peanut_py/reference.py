@@ -291,8 +291,11 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
             out.append(_Writer(ds, flush_elements))
         return out
 
-    kept, masked, kmers_masked, n_kmers = _sort_qgrams(contigs, counts, q, step, shift, mask_threshold,
-                                                       round_keys, total_keys, log, create, sort_group)
+    kept, masked, kmers_masked, n_kmers, masked_values = _sort_qgrams(contigs, counts, q, step, shift,
+                                                                      mask_threshold, round_keys, total_keys, log,
+                                                                      create, sort_group)
+    # Modes all and strata:N lower a read strand's votes threshold by its q-grams with these values (docs/core.md).
+    qg.create_dataset("masked", data=masked_values.astype(np.uint32))
 
     checksum = reference_checksum(names, md5s)
     attrs = dict(
@@ -321,21 +324,23 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
 
 def _group_p(keys, mask_threshold):
     """The sorted keys of one sort group -> (kmers, counts, positions) of its kept q-grams, kmers masked,
-    positions masked."""
+    positions masked, the masked q-gram values."""
     values = (keys >> np.uint64(32)).astype(np.uint32)
     first = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1))
     cnt = np.diff(np.append(first, values.size))
     positions = keys.astype(np.uint32)  # the low 32 bits
     kv = values[first]
     kmers_masked = masked = 0
+    masked_values = kv[:0]
     if mask_threshold > 0:
         keep = cnt <= mask_threshold
         if not keep.all():
             kmers_masked = int(keep.size - np.count_nonzero(keep))
             masked = int(cnt[~keep].sum())
+            masked_values = kv[~keep]
             positions = positions[np.repeat(keep, cnt)]
             kv, cnt = kv[keep], cnt[keep]
-    return kv, cnt, positions, kmers_masked, masked
+    return kv, cnt, positions, kmers_masked, masked, masked_values
 
 
 def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, total_keys, log, create,
@@ -347,7 +352,7 @@ def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, to
     a second writes. With one round (up to ROUND_KEYS positions: chr20, yeast, any genome up to ~500 Mbp)
     the key buffer stays sorted between the sweeps; with several rounds (a human genome) every round is
     scattered and sorted twice, which doubles the sorting time but needs no disk beyond the index.
-    Returns (positions kept, positions masked, kmers masked, kmers kept)."""
+    Returns (positions kept, positions masked, kmers masked, kmers kept, the masked values in ascending order)."""
     _indexbuild = _extension()
     groups = _plan(counts, sort_group)
     rounds = _plan_rounds(groups, counts, round_keys)
@@ -386,19 +391,21 @@ def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, to
         return sorted_groups(r)
 
     kept = masked = kmers_masked = n_kmers = 0
+    masked_values = [np.zeros(0, np.uint32)]
     for r in range(len(rounds)):
         for keys in groups_of(r, 0):
-            kv, _, positions, km, m = _group_p(keys, mask_threshold)
+            kv, _, positions, km, m, mv = _group_p(keys, mask_threshold)
             n_kmers += kv.size
             kept += positions.size
             kmers_masked += km
             masked += m
+            masked_values.append(mv)
     kmers_out, starts_out, pos_out = create(n_kmers, kept)
     starts_out.append(np.zeros(1, dtype=starts_out.ds.dtype))
     written = 0
     for r in range(len(rounds)):
         for keys in groups_of(r, 1):
-            kv, cnt, positions, _, _ = _group_p(keys, mask_threshold)
+            kv, cnt, positions, _, _, _ = _group_p(keys, mask_threshold)
             kmers_out.append(kv)
             starts_out.append((written + np.cumsum(cnt)).astype(starts_out.ds.dtype))
             pos_out.append(positions)
@@ -407,7 +414,7 @@ def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, to
         out.flush()
     if written != kept or kmers_out.size != n_kmers:
         raise AssertionError("the writing sweep does not match the counting sweep")
-    return kept, masked, kmers_masked, n_kmers
+    return kept, masked, kmers_masked, n_kmers, np.concatenate(masked_values)
 
 
 def _plan(counts, target):
@@ -522,7 +529,9 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
 # Every dataset of an index, in file order; each carries the CRC-32 of its bytes (attribute crc32).
 DATASETS = ("contigs/names", "contigs/lengths", "contigs/offsets", "contigs/md5", "sequence/packed",
             "sequence/exceptions/start", "sequence/exceptions/end", "sequence/exceptions/letter",
-            "qgrams/kmers", "qgrams/starts", "qgrams/positions")
+            "qgrams/kmers", "qgrams/starts", "qgrams/positions", "qgrams/masked")
+# Datasets that indexes written by older versions lack (readers go on without them).
+OPTIONAL_DATASETS = ("qgrams/masked",)
 # Datasets up to this size are verified at every start-up: the contigs, the exceptions and the packed
 # sequence of genomes up to about 270 Mbp.
 VERIFY_BYTES = 64 << 20
@@ -552,7 +561,8 @@ def dataset_crc32(ds, index=None):
 def write_checksums(h5):
     """Store the CRC-32 of every dataset of a freshly written index (attribute crc32)."""
     for name in DATASETS:
-        h5[name].attrs["crc32"] = np.uint32(dataset_crc32(h5[name]))
+        if name in h5:
+            h5[name].attrs["crc32"] = np.uint32(dataset_crc32(h5[name]))
 
 
 class ReferenceIndex:
@@ -600,6 +610,8 @@ class ReferenceIndex:
                 f"(reads version {FORMAT_VERSION}); rebuild it with `peanut index`",
             )
         for ds in DATASETS:
+            if ds in OPTIONAL_DATASETS and ds not in h5:
+                continue
             if ds not in h5:
                 raise InputError(path, f"damaged index: dataset /{ds} is missing")
             h5[ds]  # opens its object header: damage there is reported here, not at first use
@@ -714,6 +726,12 @@ class ReferenceIndex:
     def positions(self):
         return self._read("qgrams/positions", np.uint32)
 
+    def masked_kmers(self):
+        """The masked q-gram values (ascending uint32), or None for an index written before they were stored."""
+        if "qgrams/masked" not in self._h5:
+            return None
+        return np.array(self._read("qgrams/masked", np.uint32))
+
     # ---- coordinates and sequence
     def contig_of(self, global_positions):
         """Index of the last contig starting at or before each position (-1 before the first contig).
@@ -789,6 +807,8 @@ class ReferenceIndex:
         number of datasets verified."""
         checked = 0
         for name in DATASETS:
+            if name not in self._h5:
+                continue
             ds = self._h5[name]
             want = ds.attrs.get("crc32")
             if want is None or (not full and ds.size * ds.dtype.itemsize > VERIFY_BYTES):

@@ -70,6 +70,10 @@ class ResidentReference:
     the kernels' 64-bit variant on a small table).
     """
 
+    # The index's masked q-gram values (host uint32, ascending), which lower the votes threshold of the read
+    # strands holding them (filtration.py); None where the index does not store them.
+    masked_kmers = None
+
     def __init__(self, device, packed, ambiguous, offsets, lengths, kmers, kmer_starts, positions, q, step,
                  table_budget=None, chunk_positions=None, *, starts_dtype=None):
         self.device = device
@@ -156,9 +160,13 @@ class ResidentReference:
             packed, ambiguous, kmers, starts, positions = (f.result() for f in parts)
         ri.check_table(kmers, starts, positions)
 
+        masked = ri.masked_kmers()
+
         def upload(device):
-            return cls(device, packed, ambiguous, ri.offsets, ri.lengths, kmers, starts, positions, ri.q, ri.step,
-                       **kwargs)
+            resident = cls(device, packed, ambiguous, ri.offsets, ri.lengths, kmers, starts, positions, ri.q,
+                           ri.step, **kwargs)
+            resident.masked_kmers = masked
+            return resident
 
         if len(devices) == 1:
             return [upload(devices[0])]

@@ -797,8 +797,9 @@ def test_masked_qgrams_lower_the_threshold(device, chr20_codes):
     """Masking repetitive q-grams (here: more than 2 occurrences in chr20 9.9-10.2 Mb) removes hits of an
     occurrence; with the masked values known, the automatic threshold of a read strand drops by its number of
     masked q-grams, and planted reads with e_g edits (half of them at masked q-grams) keep a covering
-    candidate whenever masking leaves any guarantee (t(n) > masked q-grams); without the adjustment some of
-    them lose it.  Device candidates equal the NumPy reference."""
+    candidate whenever masking leaves any guarantee (t(n) > masked q-grams), and otherwise whenever their
+    occurrence still has a raw hit (brute force); without the adjustment some of them lose it.  Device
+    candidates equal the NumPy reference."""
     region = chr20_codes[9_900_000:10_200_000]
     q, step = 16, 1
     rng = np.random.default_rng(66)
@@ -825,13 +826,21 @@ def test_masked_qgrams_lower_the_threshold(device, chr20_codes):
     assert_candidates_equal(fixed, apply_threshold(collapse(rs, diag, 8), offsets, np.full_like(table, 4)))
     plain = filter_reference(device, res, qi, rb, min_votes="auto", masked_kmers=[]).to_host()
     lengths = np.diff(offsets)
-    checked = rescued = 0
+    checked = rescued = heavy = heavy_without_hits = 0
     for r, (strand_rs, true_diag, e, mode) in enumerate(truth):
         t = votes_threshold(int(lengths[r]), q, step)
         if m[strand_rs] >= t:
-            continue  # masking may have removed every hit: no guarantee, whatever the threshold
+            # Masking may have removed every hit of the occurrence; the threshold is then 1, so the
+            # occurrence keeps a candidate exactly when a raw hit of it is left.
+            on = (rs == strand_rs) & (np.abs(diag.astype(np.int64) - true_diag) <= e)
+            assert (covering_votes(got, strand_rs, true_diag, e) > 0) == on.any(), (r, mode)
+            heavy += 1
+            heavy_without_hits += not on.any()
+            rescued += on.any() and covering_votes(plain, strand_rs, true_diag, e) == 0
+            continue
         assert covering_votes(got, strand_rs, true_diag, e) >= max(1, t - m[strand_rs]), (r, mode)
         checked += 1
         rescued += covering_votes(plain, strand_rs, true_diag, e) == 0
-    # Without the adjustment some of these reads lose their candidate.
+    # Without the adjustment some of these reads lose their candidate; both cases of masking occur.
     assert checked > 250 and (m > 0).sum() > 100 and rescued >= 5
+    assert heavy - heavy_without_hits >= 50 and heavy_without_hits >= 1, (heavy, heavy_without_hits)

@@ -95,11 +95,12 @@ def sam_records(path):
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """A tiny index (the bundled chr20 slice plus a contig with N runs, so that every dataset holds data) and
-    the first N_READS reads and mates of the example, plain and gzip."""
+    """A tiny index (the bundled chr20 slice plus a contig with N runs and a tandem repeat whose q-grams are
+    masked, so that every dataset holds data) and the first N_READS reads and mates of the example, plain and
+    gzip."""
     folder = tmp_path_factory.mktemp("hostile")
     rng = np.random.default_rng(23)
-    extra = "".join("N" * 20 if i % 50 == 7 else "ACGT"[rng.integers(4)] for i in range(3000))
+    extra = "".join("N" * 20 if i % 50 == 7 else "ACGT"[rng.integers(4)] for i in range(3000)) + "GATTACA" * 400
     fasta = folder / "ref.fa"
     fasta.write_bytes(gzip.decompress(EXAMPLE.joinpath("chr20_slice.fa.gz").read_bytes()) +
                       f">extra\n{extra}\n".encode())
@@ -333,7 +334,7 @@ def _datasets(path):
 
 
 INDEX_DATASETS = ["contigs/lengths", "contigs/md5", "contigs/names", "contigs/offsets", "qgrams/kmers",
-                  "qgrams/positions", "qgrams/starts", "sequence/exceptions/end", "sequence/exceptions/letter",
+                  "qgrams/masked", "qgrams/positions", "qgrams/starts", "sequence/exceptions/end", "sequence/exceptions/letter",
                   "sequence/exceptions/start", "sequence/packed"]
 
 

@@ -18,11 +18,11 @@ READS = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
 
 @pytest.fixture(scope="module")
 def fresh_index(tmp_path_factory):
-    """The bundled chr20 slice plus a contig with N runs (so that every dataset, the exceptions too, holds
-    data), indexed by this peanut-py."""
+    """The bundled chr20 slice plus a contig with N runs and a tandem repeat whose q-grams are masked (so that
+    every dataset, the exceptions and the masked q-grams too, holds data), indexed by this peanut-py."""
     folder = tmp_path_factory.mktemp("integrity")
     rng = np.random.default_rng(5)
-    extra = "".join("N" * 20 if i % 50 == 7 else "ACGT"[rng.integers(4)] for i in range(3000))
+    extra = "".join("N" * 20 if i % 50 == 7 else "ACGT"[rng.integers(4)] for i in range(3000)) + "GATTACA" * 400
     fasta = folder / "ref.fa"
     fasta.write_bytes(gzip.decompress((EXAMPLE / "chr20_slice.fa.gz").read_bytes()) + f">extra\n{extra}\n".encode())
     out = folder / "ref.h5"

@@ -7,11 +7,15 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 
 import pysam
 import pytest
 
 from helpers import EXAMPLE, REPO, fastq_records, needs_tool, run_cli, sam_body, write_fastq
+
+sys.path.insert(0, str(REPO))  # benchmarks/ is a package of the repository, not of the installed peanut_py
+from benchmarks import planted  # noqa: E402
 
 READS = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
 
@@ -201,21 +205,6 @@ def test_real_chr20_reads(chr20_index, shared_data, tmp_path):
     assert len(close) / len(recs) >= 0.985
 
 
-def _plant(seq, e, rng):
-    """Apply exactly e edits (substitutions, insertions, deletions at distinct read positions)."""
-    s = list(seq)
-    positions = sorted(rng.sample(range(1, len(s) - 1), e), reverse=True)
-    for p in positions:
-        kind = rng.choice("sid")
-        if kind == "s":
-            s[p] = rng.choice([b for b in "ACGT" if b != s[p]])
-        elif kind == "i":
-            s.insert(p, rng.choice("ACGT"))
-        else:
-            del s[p]
-    return "".join(s)
-
-
 @pytest.mark.parametrize("mode", ["all", "best"])
 def test_sensitivity_guarantee(shared_data, tmp_path, mode):
     """Every read with e_g(n) = floor((n - q) / q) edits is found at its true position (q = 16, step 1,
@@ -241,7 +230,7 @@ def test_sensitivity_guarantee(shared_data, tmp_path, mode):
         if "N" in ref:
             continue
         e = (n - 16) // 16
-        read = _plant(ref, e, rng)
+        read = planted.plant_edits(ref, [rng.choice("sid") for _ in range(e)], rng)
         reverse = rng.random() < 0.5
         if reverse:
             read = read.translate(comp)[::-1]

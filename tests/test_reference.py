@@ -62,7 +62,8 @@ def exception_runs(records, offsets):
 
 
 def brute_force_p(records, offsets, q, step, mask):
-    """(kmers, starts, positions, positions_masked, kmers_masked) of the format's definition of P."""
+    """(kmers, starts, positions, positions_masked, kmers_masked, masked values) of the format's definition
+    of P."""
     vals, poss = [], []
     for (_, seq), off in zip(records, offsets):
         c = seq_codes(seq)
@@ -86,7 +87,7 @@ def brute_force_p(records, offsets, q, step, mask):
     keep = counts <= mask if mask else np.ones(counts.size, dtype=bool)
     pos_keep = np.repeat(keep, counts)
     starts = np.concatenate(([0], np.cumsum(counts[keep])))
-    return kmers[keep], starts, poss[pos_keep], int(counts[~keep].sum()), int((~keep).sum())
+    return kmers[keep], starts, poss[pos_keep], int(counts[~keep].sum()), int((~keep).sum()), kmers[~keep]
 
 
 def decode(ix):
@@ -133,7 +134,7 @@ def check_index(path, records, q, step, mask, full_p=True):
         assert np.array_equal(ix.ambiguity_bitmap(), np.packbits(amb, bitorder="little").view("<u4"))
         # P
         if full_p:
-            kmers, starts, positions, pmasked, kmasked = brute_force_p(records, offsets, q, step, mask)
+            kmers, starts, positions, pmasked, kmasked, masked = brute_force_p(records, offsets, q, step, mask)
             assert ix.kmers().dtype == np.uint32 and ix.kmer_starts().dtype == np.int64
             assert ix.positions().dtype == np.uint32
             assert np.array_equal(ix.kmers(), kmers)
@@ -141,6 +142,7 @@ def check_index(path, records, q, step, mask, full_p=True):
             assert np.array_equal(ix.positions(), positions)
             assert ix.attrs["positions_kept"] == positions.size
             assert ix.attrs["positions_masked"] == pmasked and ix.attrs["kmers_masked"] == kmasked
+            assert ix.masked_kmers().dtype == np.uint32 and np.array_equal(ix.masked_kmers(), masked)
         assert ix.attrs["n_contigs"] == len(records) and ix.attrs["total_bases"] == lengths.sum()
         assert ix.checksum == reference.reference_checksum(ix.names, ix.md5s)
         return ix.attrs
