@@ -6,7 +6,6 @@ live in map_single.py and map_paired.py; this module owns what both share.
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from . import sam
@@ -14,6 +13,7 @@ from .clipped import ClippedSearch
 from .device import open_devices
 from .device_stage import DeviceStage
 from .errors import PeanutError
+from .genome import HostGenome
 from .input_streams import check_inputs, display_name
 from .layout import MAX_READ_LENGTH, default_fold, index_fixed_bytes, reads_per_buffer
 from .options import RunOptions, check
@@ -139,11 +139,9 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     device = devices[0]
     opts = replace(opts, align_on=resolve_align_on(opts.align_on, device, threads))
     t0 = time.perf_counter()
-    # the host's base codes (for the final alignment) are unpacked while the device copy loads and uploads
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        genome = pool.submit(index.codes, 0, int(index.offsets[-1] + index.lengths[-1]))
-        residents = ResidentReference.from_index_many(devices, index)
-        genome = genome.result()
+    residents = ResidentReference.from_index_many(devices, index)
+    # the final alignment unpacks its windows from the packed sequence mapped from the index
+    genome = HostGenome.from_index(index)
     upload = time.perf_counter() - t0
     batch_size = run.batch_size
     if batch_size is None:

@@ -22,7 +22,7 @@ from .align import align_batch, clip_terminal_gaps, md_flat
 from .mapq import close_rival_gap, mapq_model, pair_mapq, unseen_rival_score
 from .pair_choice import choose_pairs
 from .pipeline import TwoPhaseSteps
-from .ranking import expand, gather_read_strands, gather_segments, rank_hits, strata_counts
+from .ranking import expand, gather_read_strands, rank_hits, strata_counts
 from .sam_records import format_pairs, format_single_end
 
 # the alignment window extends this far beyond the validated interval, and the band this far beyond the
@@ -107,12 +107,6 @@ def _sorted_unique(keys):
     return keys
 
 
-def _gather(source, starts, lengths):
-    """Concatenate ``source[starts[i]:starts[i]+lengths[i]]`` for all i, with offsets."""
-    return gather_segments(source, np.ascontiguousarray(starts, dtype=np.int64),
-                           np.ascontiguousarray(lengths, dtype=np.int64))
-
-
 def next_stratum_sizes(order, ptr, dist, n_best):
     """Per read (``order``/``ptr`` from rank_hits): its hits one edit distance worse than its best."""
     kept = np.diff(ptr)
@@ -134,8 +128,9 @@ class Postprocessor:
     # busy, and larger chunks mean fewer GIL-holding NumPy steps per read
     CHUNKS_PER_THREAD = 1
 
-    def __init__(self, reference, genome_codes, opts, device=None):
-        """``device``: where the final alignment runs with ``opts.align_on`` "device" or "auto" on a GPU (the
+    def __init__(self, reference, genome, opts, device=None):
+        """``genome``: the reference's bases (genome.HostGenome), whose windows the final alignment unpacks;
+        ``device``: where the final alignment runs with ``opts.align_on`` "device" or "auto" on a GPU (the
         same results as align.pyx, bit for bit; see docs/alignment.md)."""
         if opts.align_on not in ALIGN_ON:
             raise ValueError(f"align_on must be one of {ALIGN_ON}, not {opts.align_on!r}")
@@ -154,7 +149,7 @@ class Postprocessor:
         self.ends = self.offsets + np.asarray(reference.lengths, dtype=np.int64)
         self.q = reference.q
         self.step = reference.step
-        self.genome = genome_codes
+        self.genome = genome
         self.opts = opts
 
     # --- chunks and the three steps -------------------------------------------------------------------------
@@ -224,7 +219,7 @@ class Postprocessor:
         contig = np.searchsorted(self.offsets, hit_start, side="right") - 1
         win_lo = np.maximum(hit_start - WINDOW_PAD, self.offsets[contig])
         win_hi = np.minimum(hit_end + WINDOW_PAD, self.ends[contig])
-        ref_codes, ref_off = _gather(self.genome, win_lo, win_hi - win_lo)
+        ref_codes, ref_off = self.genome.windows(win_lo, win_hi - win_lo)
         d0 = hit_start - win_lo
         d1 = hit_end - lengths - win_lo
         band_lo = (np.minimum(d0, d1) - BAND_PAD).astype(np.int32)

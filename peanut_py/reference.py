@@ -463,6 +463,34 @@ def page_aligned_empty(n, dtype):
     return raw[skip : skip + n * dtype.itemsize].view(dtype)
 
 
+def _file_mapping(array):
+    """The read-only file mapping (mmap) that ``array``'s data lies in, or None: a dataset mapped by
+    :meth:`ReferenceIndex._mapped`, or a slice of one."""
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
+
+
+def release_pages(array):
+    """Take the pages under ``array`` out of this process's resident set when it is mapped from an index file
+    (:meth:`ReferenceIndex._mapped`); a no-op for any other array.
+
+    The bytes stay in the page cache, and a later read maps them again from there, so the array is unchanged;
+    but a GPU run that has copied the q-gram table to the device no longer counts it in its own memory, and
+    the kernel may reclaim those pages under pressure without touching this process.
+    """
+    m = _file_mapping(array)
+    if m is None or array.size == 0 or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    start = array.ctypes.data - np.frombuffer(m, dtype=np.uint8).ctypes.data
+    end = start + array.nbytes
+    start -= start % mmap.PAGESIZE
+    m.madvise(mmap.MADV_DONTNEED, start, min(end, len(m)) - start)
+
+
 def read_chunks_parallel(ds, path, threads=None, dtype=None):
     """A 1-D chunked dataset, stored raw or as gzip (deflate) chunks, optionally byte-shuffled, read on all
     cores and converted to ``dtype`` (default: the dataset's) chunk by chunk.
@@ -824,10 +852,12 @@ class ReferenceIndex:
             checked += 1
         return checked
 
-    def check_table(self, kmers, starts, positions):
+    def check_table(self, kmers, starts, positions, release=False):
         """Structural checks of the q-gram table before it reaches a kernel, which would read out of bounds on
         a damaged one: kmers ascending below 4^q, CSR starts from 0 ascending to the number of positions,
-        positions inside the padded genome.  Raises InputError naming the dataset."""
+        positions inside the padded genome.  Raises InputError naming the dataset.  With ``release``, the
+        pages of mapped arrays leave the resident set block by block once checked (:func:`release_pages`), so
+        that the checks never hold the whole table."""
         def damaged(name, what):
             return InputError(self.path, f"damaged index: /qgrams/{name} {what}; rebuild it with `peanut index`")
 
@@ -846,8 +876,15 @@ class ReferenceIndex:
             s = np.asarray(starts[lo : hi + 1])
             if (s[1:] < s[:-1]).any():
                 raise damaged("starts", "is not ascending")
-        if len(positions) and int(np.max(positions)) >= self.total_padded:
-            raise damaged("positions", "holds a position beyond the genome")
+            if release:
+                release_pages(kmers[lo:hi])
+                release_pages(starts[lo:hi])
+        for lo in range(0, len(positions), CHECK_BLOCK):
+            block = positions[lo : lo + CHECK_BLOCK]
+            if int(np.max(block)) >= self.total_padded:
+                raise damaged("positions", "holds a position beyond the genome")
+            if release:
+                release_pages(block)
 
     def describe(self):
         a = self.attrs

@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import PeanutError
 from .layout import USABLE, default_fold, index_fixed_bytes
-from .reference import PAGE, page_aligned_empty
+from .reference import PAGE, page_aligned_empty, release_pages
 
 # "room" = usable device memory minus the sequence and the fixed part (I + S) of a q-group index.
 # The q-gram table stays resident when it takes at most this share of the room; the rest is for the read
@@ -20,6 +20,9 @@ from .reference import PAGE, page_aligned_empty
 RESIDENT_SHARE = 0.5
 # Share of the room for one streamed chunk of the q-gram table.
 CHUNK_SHARE = 0.125
+# Bytes of the reference copied to a GPU per call: large enough that the calls cost nothing next to the copy,
+# small enough that a block's host pages (released after its copy) are a small share of a run's memory.
+UPLOAD_BLOCK = 64 << 20
 
 # One chunk of the q-gram table as device arrays: kmers[k_base + k] for k < n_kmers, whose positions are
 # positions[starts[k_base + k] .. starts[k_base + k + 1]).  first_kmer is the chunk's index in the table.
@@ -36,11 +39,14 @@ def _upload(device, array, dtype):
 
     PoCL uses a page-aligned host array in place (``CL_MEM_USE_HOST_PTR``; an unaligned one it copies), and
     the buffer keeps the array alive: no second copy of the reference in RAM and no time copying it into
-    fresh pages (for chr20 about 600 MiB, a second of the start-up).
+    fresh pages (for chr20 about 600 MiB, a second of the start-up).  A GPU gets the array block by block
+    (:func:`_copy_to_device`).
     """
     import pyopencl as cl
     import pyopencl.array as cla
 
+    if len(array) and not device.host_memory:
+        return _copy_to_device(device, array, dtype)
     a = np.ascontiguousarray(array, dtype=dtype)
     if a.size == 0:
         a = np.zeros(1, dtype=dtype)  # zero-length buffers are not valid kernel arguments
@@ -50,6 +56,24 @@ def _upload(device, array, dtype):
         a = _aligned_copy(a)
     buf = cl.Buffer(device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=a)
     return cla.Array(device.queue, a.shape, a.dtype, data=buf)
+
+
+def _copy_to_device(device, array, dtype):
+    """``array`` copied to a new device array of ``dtype`` in blocks of UPLOAD_BLOCK bytes, each block converted
+    on its own and its pages released once copied where it is mapped from the index (reference.release_pages):
+    the host never holds more than a block of the reference beyond what it already had, where converting or
+    touching the whole array would hold all of it (a human genome's q-gram table is about 30 GB)."""
+    import pyopencl as cl
+    import pyopencl.array as cla
+
+    out = cla.empty(device.queue, len(array), dtype, allocator=device.pool)
+    step = max(1, UPLOAD_BLOCK // out.dtype.itemsize)
+    for lo in range(0, len(array), step):
+        block = array[lo : lo + step]
+        cl.enqueue_copy(device.queue, out.data, np.ascontiguousarray(block, dtype=dtype),
+                        dst_offset=lo * out.dtype.itemsize)  # blocking: the converted block is a temporary
+        release_pages(block)
+    return out
 
 
 def _aligned_copy(a):
@@ -158,7 +182,9 @@ class ResidentReference:
             parts = [pool.submit(f) for f in (ri.packed, ri.ambiguity_bitmap, ri.kmers,
                                                lambda: ri.kmer_starts(starts_dtype), ri.positions)]
             packed, ambiguous, kmers, starts, positions = (f.result() for f in parts)
-        ri.check_table(kmers, starts, positions)
+        # Where no device uses the host arrays in place, their pages leave this process's resident set once
+        # checked and once copied: a GPU run does not hold the reference twice.
+        ri.check_table(kmers, starts, positions, release=not any(d.host_memory for d in devices))
 
         masked = ri.masked_kmers()
 

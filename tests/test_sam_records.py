@@ -20,6 +20,7 @@ from pair_oracle import reference_choose_pairs
 from peanut_py import sam_records
 from peanut_py.align import cigar_string
 from peanut_py.device_stage import DeviceResult, DeviceStage
+from peanut_py.genome import HostGenome
 from peanut_py.mapping import open_index
 from peanut_py.insert_size import estimate_insert_size, insert_sample
 from peanut_py.reads import read_batches, read_pair_batches
@@ -86,7 +87,7 @@ def reference_records(post, batch, r0, n_reads, report, first, strand, contig, a
 def mapped_example(device, example_index):
     index = open_index(example_index)
     resident = ResidentReference.from_index(device, index)
-    genome = index.codes(0, int(index.offsets[-1] + index.lengths[-1]))
+    genome = HostGenome.from_index(index)
     yield device, index, resident, genome
     index.close()
 
@@ -156,7 +157,7 @@ def test_md_of_the_aligned_hits_is_consistent(mapped_example):
         cigar = cigar_string(aln.cigar[aln.cigar_offsets[k]:aln.cigar_offsets[k + 1]])
         hit = SimpleNamespace(pos=int(aln.pos[k]), ref_end=int(aln.ref_end[k]), read_begin=int(aln.read_begin[k]),
                               read_end=int(aln.read_end[k]), nm=int(aln.nm[k]), cigar_string=cigar, md=md[k])
-        check_consistency(codes, genome[lo:hi], lo, hit)
+        check_consistency(codes, genome.codes(lo, hi), lo, hit)
 
 
 @pytest.mark.parametrize("extra", [[], ["-p"], ["-p", "--batch-size", "700"]],
@@ -429,7 +430,7 @@ def mapped_split(device, tmp_path_factory):
     build_index(d / "split.fa", d / "split.h5", command_line="tests/test_sam_records.py")
     index = open_index(d / "split.h5")
     resident = ResidentReference.from_index(device, index)
-    genome = index.codes(0, int(index.offsets[-1] + index.lengths[-1]))
+    genome = HostGenome.from_index(index)
     yield device, index, resident, genome
     index.close()
 
