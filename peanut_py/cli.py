@@ -156,12 +156,17 @@ def _exit_interrupted():
 
     print("peanut: interrupted", file=sys.stderr)
     abort_open_writers()
+    _flush_standard_streams()
+    os._exit(130)
+
+
+def _flush_standard_streams():
+    """Flush stdout and stderr before os._exit (which skips it); a closed or broken stream is left alone."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(130)
 
 
 def _option(parser, cls, name, type=int, note="", **kwargs):
@@ -375,11 +380,7 @@ def main(argv=None):
         print(f"peanut: error: {e}" if isinstance(e, PeanutError) else "peanut: error: out of memory",
               file=sys.stderr)
         if getattr(e, "exit_at_once", False):
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
+            _flush_standard_streams()
             os._exit(1)
         sys.exit(1)
     except Exception as e:  # noqa: BLE001 - only OpenCL faults are turned into an error line
