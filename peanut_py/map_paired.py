@@ -63,8 +63,8 @@ class PairedRun:
                                       candidates=result.candidates, seconds=result.seconds)
             return batch, result, n_windows, len(extra[0])
 
-        def finished(future):
-            batch, result, n_windows, n_rescued = future.result()
+        def finished(done):
+            batch, result, n_windows, n_rescued = done
             self.stats["rescue_windows"] += n_windows
             self.stats["rescued_hits"] += n_rescued
             return batch, result
@@ -75,12 +75,17 @@ class PairedRun:
             stream = insert_size_stage(items, post.offsets, self.opts.scoring, given=self.given, log=self.log)
             for k, (batch, result, insert_size) in enumerate(stream):
                 self.insert_size = insert_size
+                if n == 1:
+                    # one device: this stage's own thread is the overlap; issuing its device work from the
+                    # thread that reads the stream keeps every command of a queue on one thread
+                    yield finished(rescue(k, batch, result, insert_size))
+                    continue
                 # batch k + n goes to the device of batch k only once batch k is done with it
                 pending.append(devices_pool.submit(rescue, k, batch, result, insert_size))
                 if len(pending) >= n:
-                    yield finished(pending.popleft())
+                    yield finished(pending.popleft().result())
             while pending:
-                yield finished(pending.popleft())
+                yield finished(pending.popleft().result())
 
     def post_steps(self, batch, result):
         """Per chunk on the pool, or in two phases around one device alignment of the batch."""
