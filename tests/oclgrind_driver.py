@@ -31,6 +31,7 @@ RESCUED_MATES = 2  # mates 2 of the first pairs, mutated so that only mate rescu
 INSERT_SIZE = "316,70"  # the library's; -I makes rescue run, the estimate needs more pairs than these
 # Diagonals added on both sides of candidates so that validation needs bit-vectors of 1 to 4 words.
 WIDENINGS = (0, 20, 50, 80)
+RESCUE_TASKS, RESCUE_MARGIN = 8, 40
 
 # peanut map's arguments after INDEX: the GPU path (Oclgrind reports a GPU) of every stage, rescue included.
 MAP_ARGS = ["-I", INSERT_SIZE, "r1.fq", "r2.fq"]
@@ -159,13 +160,15 @@ def wrapper_results(device, workdir):
     for field, values in validate_hits(device, resident, rb, wide).to_host().items():
         out[f"wide.{field}"] = values
 
-    # rescue windows: 100 bases beyond each candidate, inside its contig
-    contig = np.searchsorted(starts, found["diag_lo"], side="right") - 1
-    length = np.diff(rb.rs_start_host.astype(np.int64))[found["rs"]]
-    lo = np.maximum(starts[contig], found["diag_lo"].astype(np.int64) - 100)
-    hi = np.minimum(ends[contig], found["diag_hi"].astype(np.int64) + length + 100)
+    # rescue windows: RESCUE_MARGIN bases beyond the first candidates, inside their contigs (every cell of
+    # a window costs the simulator as much as a validation's column)
+    task = {f: v[:RESCUE_TASKS] for f, v in found.items()}
+    contig = np.searchsorted(starts, task["diag_lo"], side="right") - 1
+    length = np.diff(rb.rs_start_host.astype(np.int64))[task["rs"]]
+    lo = np.maximum(starts[contig], task["diag_lo"].astype(np.int64) - RESCUE_MARGIN)
+    hi = np.minimum(ends[contig], task["diag_hi"].astype(np.int64) + length + RESCUE_MARGIN)
     for group in (1, 3, 64):
-        got = rescue.align_windows(device, resident, rb.text.get(), rb.rs_start_host, found["rs"], lo, hi,
+        got = rescue.align_windows(device, resident, rb.text.get(), rb.rs_start_host, task["rs"], lo, hi,
                                    MapOptions(), group=group)
         for field, values in zip(("score", "end_i", "end_j", "start_diag"), got):
             out[f"rescue_{group}.{field}"] = values
