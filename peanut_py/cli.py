@@ -111,7 +111,8 @@ def cmd_map(args):
         mode=args.mode, max_hits=args.max_hits, min_identity=args.min_identity, local=not args.semiglobal,
         min_score=args.min_score, secondary=args.secondary, scoring=scoring, validate_all=args.validate_all, align_on=args.align_on,
     ))
-    run = check(RunOptions(threads=args.threads, batch_size=args.batch_size, memory_cap=args.memory_cap))
+    run = check(RunOptions(threads=args.threads, batch_size=args.batch_size, memory_cap=args.memory_cap,
+                           workers=args.workers))
     # -M is accepted and changes nothing: there are no supplementary records to mark (see its help)
     map_reads(
         args.index, args.reads, opts, output=args.output, output_format=args.output_format,
@@ -287,6 +288,7 @@ def build_parser():
                    "8 or less, else the threads. The output is identical")
     _option(p, RunOptions, "memory_cap", type=_size)
     _option(p, RunOptions, "batch_size")
+    _option(p, RunOptions, "workers", type=str, choices=("auto", "threads", "processes"))
     for name in ("match", "mismatch", "gap_open", "gap_extend", "clip"):
         _option(p, Scoring, name)
     p.add_argument("--reference", metavar="REF.fa", help="refuse to run unless INDEX was built from this FASTA")

@@ -7,6 +7,7 @@ collapsed into candidates by one work-item; clusters with fewer votes than the q
 dropped there (``min_votes``).  Ranges share no read strand, so their candidates are concatenated (see
 docs/core.md, "filtration").  The result does not depend on range, chunk or window sizes.
 """
+import functools
 from collections import namedtuple
 
 import numpy as np
@@ -78,12 +79,20 @@ def votes_threshold(n, q, step=1, collapse_gap=DEFAULT_COLLAPSE_GAP):
 
 def min_votes_table(min_votes, q, step=1, collapse_gap=DEFAULT_COLLAPSE_GAP, max_length=MAX_READ_LENGTH):
     """uint32 threshold per read-strand length 0..max_length: ``votes_threshold`` for None/"auto", else the
-    fixed int ``min_votes``."""
+    fixed int ``min_votes`` (read-only: one table per parameters serves every batch)."""
     if min_votes is None or min_votes == "auto":
-        return np.array([votes_threshold(n, q, step, collapse_gap) for n in range(max_length + 1)], np.uint32)
+        return _auto_votes_table(int(q), int(step), int(collapse_gap), int(max_length))
     if isinstance(min_votes, (bool, str)) or int(min_votes) != min_votes or min_votes < 1:
         raise PeanutError(f"min_votes must be 'auto' or a positive integer, got {min_votes!r}")
     return np.full(max_length + 1, int(min_votes), np.uint32)
+
+
+@functools.lru_cache(maxsize=16)
+def _auto_votes_table(q, step, collapse_gap, max_length):
+    # a thousand pure-Python threshold evaluations: once per run, not once per batch on the device thread
+    table = np.array([votes_threshold(n, q, step, collapse_gap) for n in range(max_length + 1)], np.uint32)
+    table.flags.writeable = False
+    return table
 
 
 def present_block(device):

@@ -3,6 +3,7 @@
 The single-end and paired-end parts of a run (its batches, host stage, postprocessing steps and summary)
 live in map_single.py and map_paired.py; this module owns what both share.
 """
+import contextlib
 import os
 import threading
 import time
@@ -19,6 +20,7 @@ from .layout import MAX_READ_LENGTH, default_fold, index_fixed_bytes, reads_per_
 from .options import RunOptions, check
 from .outfiles import remove_stale_temporaries
 from .pipeline import StageTimes, postprocess_threads, run_pipeline
+from .post_processes import ProcessPostprocessor, WorkerProcesses, use_processes
 from .postprocess import Postprocessor, resolve_align_on
 from .reference import ReferenceIndex, reference_checksum
 from .resident import ResidentReference
@@ -103,6 +105,15 @@ def _warm_up(stage, paired, log=None, failed=None):
             log(f"OpenCL kernels built after {time.perf_counter() - t0:.1f} s{later}")
 
 
+@contextlib.contextmanager
+def _closing(workers):
+    try:
+        yield
+    finally:
+        if workers is not None:
+            workers.close()
+
+
 def pipeline_batch(device):
     """The largest batch the pipeline uses on ``device``, before its memory is considered."""
     return CPU_PIPELINE_BATCH if device.host_memory else PIPELINE_BATCH
@@ -138,63 +149,70 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     devices = open_devices(device_spec, memory_cap=run.memory_cap)
     device = devices[0]
     opts = replace(opts, align_on=resolve_align_on(opts.align_on, device, threads))
-    t0 = time.perf_counter()
-    residents = ResidentReference.from_index_many(devices, index)
-    # the final alignment unpacks its windows from the packed sequence mapped from the index
-    genome = HostGenome.from_index(index)
-    upload = time.perf_counter() - t0
-    batch_size = run.batch_size
-    if batch_size is None:
-        # one size for every device (the reader makes the batches): the smallest device's
-        batch_size = min(reads_per_buffer(d, 150, q=index.q, reserved_bytes=r.device_bytes,
-                                          max_reads=pipeline_batch(d)) for d, r in zip(devices, residents))
-    if log:
-        for d, resident in zip(devices, residents):
-            table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
-            which = f"[{d.info.index}] " if len(devices) > 1 else ""
-            log(f"device: {which}{d.name} ({d.global_mem / 2**30:.1f} GiB); the run allocates there the reference "
-                f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload), the "
-                f"q-group index ({index_fixed_bytes(index.q, fold=default_fold(d)) / 2**20:,.0f} MiB) and per batch "
-                f"of up to {batch_size:,} reads what its reads and hits need")
-        log(f"-t {requested}: {threads} postprocessing thread{'s' if threads > 1 else ''}"
-            + (f", {len(devices)} devices" if len(devices) > 1 else ""))
-    stages = [DeviceStage(d, r, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection,
-                          clipped=ClippedSearch.for_options(opts), masked_aware=opts.masked_aware_threshold)
-              for d, r in zip(devices, residents)]
-    if log and opts.masked_aware_threshold and index.mask_threshold and residents[0].masked_kmers is None:
-        log(f"note: {index_path} was built before indexes listed their masked q-grams, so --mode {opts.mode} "
-            "misses hits at masked q-grams that it would find with an index rebuilt by `peanut index`")
-    stage = stages[0]
-    paired = mates is not None or interleaved
-    # the programs build on side threads while the postprocessor loads and the first batch is read
-    failed = threading.Event()
-    warms = [threading.Thread(target=_warm_up, args=(s, paired, log, failed),
-                              name=f"peanut-warm-up-{i}", daemon=True) for i, s in enumerate(stages)]
-    for warm in warms:
-        warm.start()
-    try:
-        post = Postprocessor(index, genome, opts, device=device)
-        header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
-                                program_command_line=command_line)
-        if paired:
-            from .map_paired import PairedRun
-
-            part = PairedRun(stages, post, reads_path, None if interleaved else mates, opts, threads,
-                             insert_size=insert_size, log=log)
-        else:
-            from .map_single import SingleEndRun
-
-            part = SingleEndRun(post, reads_path, threads)
-        return _run(stages, part, header, reads_path, output, threads, batch_size, log, t_start,
-                    output_format=output_format, hit_only=hit_only)
-    except BaseException:
-        failed.set()
-        raise
-    finally:
-        # an exit while the warm-up is inside the driver aborts the process ("terminate called ...")
+    # the worker processes start (and open the index) while the reference goes to the devices
+    workers = WorkerProcesses(threads, index_path, opts) if use_processes(run.workers, threads, opts.align_on) \
+        else None
+    with _closing(workers):
+        t0 = time.perf_counter()
+        residents = ResidentReference.from_index_many(devices, index)
+        # the final alignment unpacks its windows from the packed sequence mapped from the index
+        genome = HostGenome.from_index(index)
+        upload = time.perf_counter() - t0
+        batch_size = run.batch_size
+        if batch_size is None:
+            # one size for every device (the reader makes the batches): the smallest device's
+            batch_size = min(reads_per_buffer(d, 150, q=index.q, reserved_bytes=r.device_bytes,
+                                              max_reads=pipeline_batch(d)) for d, r in zip(devices, residents))
+        if log:
+            for d, resident in zip(devices, residents):
+                table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
+                which = f"[{d.info.index}] " if len(devices) > 1 else ""
+                log(f"device: {which}{d.name} ({d.global_mem / 2**30:.1f} GiB); the run allocates there the reference "
+                    f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload), the "
+                    f"q-group index ({index_fixed_bytes(index.q, fold=default_fold(d)) / 2**20:,.0f} MiB) and per batch "
+                    f"of up to {batch_size:,} reads what its reads and hits need")
+            kind = ("process", "processes") if workers is not None else ("thread", "threads")
+            log(f"-t {requested}: {threads} postprocessing {kind[threads > 1]}"
+                + (f", {len(devices)} devices" if len(devices) > 1 else ""))
+        stages = [DeviceStage(d, r, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection,
+                              clipped=ClippedSearch.for_options(opts), masked_aware=opts.masked_aware_threshold)
+                  for d, r in zip(devices, residents)]
+        if log and opts.masked_aware_threshold and index.mask_threshold and residents[0].masked_kmers is None:
+            log(f"note: {index_path} was built before indexes listed their masked q-grams, so --mode {opts.mode} "
+                "misses hits at masked q-grams that it would find with an index rebuilt by `peanut index`")
+        stage = stages[0]
+        paired = mates is not None or interleaved
+        # the programs build on side threads while the postprocessor loads and the first batch is read
+        failed = threading.Event()
+        warms = [threading.Thread(target=_warm_up, args=(s, paired, log, failed),
+                                  name=f"peanut-warm-up-{i}", daemon=True) for i, s in enumerate(stages)]
         for warm in warms:
-            warm.join()
-        index.close()
+            warm.start()
+        try:
+            post = Postprocessor(index, genome, opts, device=device)
+            if workers is not None:
+                post = ProcessPostprocessor(post, workers)
+            header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
+                                    program_command_line=command_line)
+            if paired:
+                from .map_paired import PairedRun
+
+                part = PairedRun(stages, post, reads_path, None if interleaved else mates, opts, threads,
+                                 insert_size=insert_size, log=log)
+            else:
+                from .map_single import SingleEndRun
+
+                part = SingleEndRun(post, reads_path, threads)
+            return _run(stages, part, header, reads_path, output, threads, batch_size, log, t_start,
+                        output_format=output_format, hit_only=hit_only)
+        except BaseException:
+            failed.set()
+            raise
+        finally:
+            # an exit while the warm-up is inside the driver aborts the process ("terminate called ...")
+            for warm in warms:
+                warm.join()
+            index.close()
 
 
 def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_start, output_format=None,

@@ -151,6 +151,13 @@ class RunOptions:
     memory_cap: int = _opt(None, ("--memory-cap",), "use at most SIZE of device memory (e.g. 2G): buffers and the "
                            "q-gram table adapt, as on a smaller device (default: the device's global memory)",
                            1 << 20, None, metavar="SIZE")
+    workers: str = _opt("auto", ("--workers",), "where postprocessing runs: worker processes (no interpreter lock "
+                        "between them) or threads of this process; auto: processes with 4 or more postprocessing "
+                        "workers when the CPU aligns (see --align-on), else threads")
+
+    def check_more(self):
+        if self.workers not in ("auto", "threads", "processes"):
+            raise PeanutError(f"--workers {self.workers!r}: expected auto, threads or processes")
 
 
 def help_of(cls, name):

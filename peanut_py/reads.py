@@ -71,6 +71,10 @@ class ReadBatch:
         self.qual_text = qual_text
         self._name_columns = (name_text, name_offsets)
 
+    def __getstate__(self):
+        # the columns only: the lists made on first use are rebuilt where needed (postprocessing workers)
+        return {k: v for k, v in self.__dict__.items() if k not in ("_names", "_seqs", "_quals")}
+
     @property
     def n(self) -> int:
         return len(self.offsets) - 1
