@@ -12,7 +12,9 @@ NumPy lookup tables. docs/io.md explains the choices (parser, streams, empty fil
 long reads, '.' and '-').
 """
 import os
+import queue
 import re
+import threading
 from collections import deque
 from itertools import islice
 from typing import Iterator, List, Optional
@@ -521,6 +523,51 @@ def _make_batch(part, first_record, paired, with_quals, locate):
     return ReadBatch(codes, offsets, first_record, paired, joined, jq, name_text, name_off)
 
 
+_DONE = object()
+
+
+def _prefetched(items, depth=2):
+    """``items`` (an iterator) advanced by a thread of its own, up to ``depth`` ahead, in the same order; an
+    exception it raises is raised here at its place in the sequence.  The batch reader parses the next
+    batch's text (its file reads and the parser release the interpreter lock) while the columns of the
+    current one are gathered.  Closing the generator stops the thread before it returns."""
+    out = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce():
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+        except BaseException as e:  # noqa: BLE001 - raised again in the consumer, in order
+            put((None, e))
+            return
+        put((_DONE, None))
+
+    thread = threading.Thread(target=produce, name="peanut-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = out.get()
+            if error is not None:
+                raise error
+            if item is _DONE:
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _limits(max_reads, max_bases, unit):
     if max_reads is not None and max_reads < 1:
         raise ValueError("max_reads must be at least 1")
@@ -586,7 +633,7 @@ def read_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None, block
         return _Part([slices], 1, n)
 
     try:
-        for first, part in _batched(take, 1, max_reads, max_bases):
+        for first, part in _prefetched(_batched(take, 1, max_reads, max_bases)):
             yield _make_batch(part, first, False, src.has_qualities, lambda i: (src.name, first + i))
     finally:
         src.close()
@@ -611,12 +658,16 @@ def read_pair_batches(path1, path2, max_reads=None, max_bases=None, *, fast_fast
         src2.close()
         raise InputError(src2.name, f"is {src2.format.upper()} but {src1.name} is {src1.format.upper()}", 1)
 
+    mates = _MateReader(src2)
+
     def take(k):
+        # the second file is read and parsed beside the first (both release the interpreter lock)
+        mates.start(k)
         s1, n1 = src1.take(k)
-        s2, n2 = src2.take(n1 if n1 < k else k)
+        s2, n2 = mates.result()
         if n2 < n1:
             raise _unequal(src2.name, src1.name, src2.taken)
-        if n1 < k and src2.take(1)[1]:
+        if n1 < k and (n2 > n1 or src2.take(1)[1]):
             raise _unequal(src1.name, src2.name, src1.taken)
         i = _fastq.first_mate_mismatch(s1, s2)
         if i >= 0:
@@ -628,11 +679,49 @@ def read_pair_batches(path1, path2, max_reads=None, max_bases=None, *, fast_fast
     paths = (src1.name, src2.name)
     with_quals = src1.has_qualities and src2.has_qualities
     try:
-        for first, part in _batched(take, 2, max_reads, max_bases):
+        for first, part in _prefetched(_batched(take, 2, max_reads, max_bases)):
             yield _make_batch(part, first, True, with_quals, lambda i: (paths[i % 2], first + i // 2))
     finally:
+        mates.close()
         src1.close()
         src2.close()
+
+
+class _MateReader:
+    """``src.take(k)`` of the second file of pairs on a thread of its own: ``start(k)``, then ``result()``."""
+
+    def __init__(self, src):
+        self._src = src
+        self._jobs = queue.Queue()
+        self._results = queue.Queue()
+        self._thread = None
+
+    def start(self, k):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="peanut-read-mates", daemon=True)
+            self._thread.start()
+        self._jobs.put(k)
+
+    def _serve(self):
+        while True:
+            k = self._jobs.get()
+            if k is None:
+                return
+            try:
+                self._results.put((self._src.take(k), None))
+            except BaseException as e:  # noqa: BLE001 - raised again in result()
+                self._results.put((None, e))
+
+    def result(self):
+        got, error = self._results.get()
+        if error is not None:
+            raise error
+        return got
+
+    def close(self):
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
 
 
 def _unequal(shorter, longer, k):
@@ -664,7 +753,7 @@ def read_interleaved_batches(path, max_reads=None, max_bases=None, *, fast_fastq
         return _Part([slices], 2, n // 2)
 
     try:
-        for first, part in _batched(take, 2, max_reads, max_bases):
+        for first, part in _prefetched(_batched(take, 2, max_reads, max_bases)):
             record = 2 * first - 1
             yield _make_batch(part, record, True, src.has_qualities, lambda i: (src.name, record + i))
     finally:
