@@ -220,6 +220,7 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
     """One run of the pipeline for the single-end or paired-end ``part`` on the device ``stages`` (one per
     device); returns the summary."""
     stats = {"raw_hits": 0, "candidates": 0, "too_long": 0}
+    device_parts = {}  # seconds of the device stage's parts (index, filter, validate, clipped)
     stats_lock = threading.Lock()
 
     def device_step_of(stage):
@@ -231,6 +232,8 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
         def device_step(batch):
             result = stage.map_batch_or_split(batch.codes, batch.offsets, on_split=split)
             with stats_lock:
+                for part, seconds in result.seconds.items():
+                    device_parts[part] = device_parts.get(part, 0.0) + seconds
                 stats["raw_hits"] += result.raw_hits
                 stats["candidates"] += result.candidates
                 stats["too_long"] += result.too_long
@@ -265,10 +268,15 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
         line += (f"; {stats['too_long']:,} reads longer than {MAX_READ_LENGTH:,} bases (not supported yet) "
                  "reported unmapped")
     if log:
-        stage_text = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(times.seconds.items()))
+        stage_text = ", ".join(f"{k} {v:.1f} s" + (_parts(device_parts) if k == "device" else "")
+                               for k, v in sorted(times.seconds.items()))
         log(f"{line}; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s)")
         log(f"stage seconds (summed over threads): {stage_text}")
     return summary
+
+
+def _parts(seconds):
+    return " (" + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()) + ")" if seconds else ""
 
 
 __all__ = ["map_reads", "open_index", "check_reference"]
