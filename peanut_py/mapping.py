@@ -20,7 +20,7 @@ from .layout import MAX_READ_LENGTH, default_fold, index_fixed_bytes, reads_per_
 from .options import RunOptions, check
 from .outfiles import remove_stale_temporaries
 from .pipeline import StageTimes, postprocess_threads, run_pipeline
-from .post_processes import ProcessPostprocessor, WorkerProcesses, use_processes
+from .post_processes import ProcessPostprocessor, WorkerProcesses, use_processes, worker_processes
 from .postprocess import Postprocessor, resolve_align_on
 from .reference import ReferenceIndex, reference_checksum
 from .resident import ResidentReference
@@ -150,8 +150,8 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     device = devices[0]
     opts = replace(opts, align_on=resolve_align_on(opts.align_on, device, threads))
     # the worker processes start (and open the index) while the reference goes to the devices
-    workers = WorkerProcesses(threads, index_path, opts) if use_processes(run.workers, threads, opts.align_on) \
-        else None
+    workers = WorkerProcesses(worker_processes(threads), index_path, opts) \
+        if use_processes(run.workers, threads, opts.align_on) else None
     with _closing(workers):
         t0 = time.perf_counter()
         residents = ResidentReference.from_index_many(devices, index)
@@ -171,8 +171,8 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
                     f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload), the "
                     f"q-group index ({index_fixed_bytes(index.q, fold=default_fold(d)) / 2**20:,.0f} MiB) and per batch "
                     f"of up to {batch_size:,} reads what its reads and hits need")
-            kind = ("process", "processes") if workers is not None else ("thread", "threads")
-            log(f"-t {requested}: {threads} postprocessing {kind[threads > 1]}"
+            n, kind = (workers.n, ("process", "processes")) if workers is not None else (threads, ("thread", "threads"))
+            log(f"-t {requested}: {n} postprocessing {kind[n > 1]}"
                 + (f", {len(devices)} devices" if len(devices) > 1 else ""))
         stages = [DeviceStage(d, r, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection,
                               clipped=ClippedSearch.for_options(opts), masked_aware=opts.masked_aware_threshold)

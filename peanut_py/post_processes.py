@@ -25,9 +25,11 @@ from multiprocessing import shared_memory
 from .errors import PeanutError
 
 WORKERS = ("auto", "threads", "processes")
-# --workers auto: processes from this many postprocessing workers on (below it, starting the processes and
-# their memory cost more than the interpreter lock does)
-PROCESSES_MIN_WORKERS = 4
+# --workers auto: processes from this many postprocessing workers on.  With few workers the threads share the
+# interpreter lock well enough, and the copies to shared memory and the text through pipes cost more than
+# they save; with many, threads spend most of their time contending for the lock (docs/gpu.md, "Worker
+# processes")
+PROCESSES_MIN_WORKERS = 24
 # batches a worker keeps attached: chunks of the batch after the current one may reach it first
 ATTACHED_BATCHES = 2
 _ALIGN = 64
@@ -42,6 +44,16 @@ def use_processes(workers, n_workers, align_on):
     if align_on != "cpu" or workers == "threads":
         return False
     return workers == "processes" or n_workers >= PROCESSES_MIN_WORKERS
+
+
+def worker_processes(n_workers):
+    """Processes for ``n_workers`` postprocessing workers: one each, but no more than the cores this process
+    may run on (``-t`` far beyond them would start thousands of interpreters)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, min(n_workers, cores))
 
 
 class SharedBatch:
@@ -276,5 +288,5 @@ def _picklable(value):
     return True
 
 
-__all__ = ["WORKERS", "PROCESSES_MIN_WORKERS", "use_processes", "SharedBatch", "WorkerProcesses",
+__all__ = ["WORKERS", "PROCESSES_MIN_WORKERS", "use_processes", "worker_processes", "SharedBatch", "WorkerProcesses",
            "ProcessPostprocessor"]

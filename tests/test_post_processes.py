@@ -13,7 +13,7 @@ from helpers import EXAMPLE, REPO, sam_body
 
 from peanut_py.errors import PeanutError
 from peanut_py.options import MapOptions, RunOptions, check
-from peanut_py.post_processes import PROCESSES_MIN_WORKERS, WorkerProcesses, use_processes
+from peanut_py.post_processes import PROCESSES_MIN_WORKERS, WorkerProcesses, use_processes, worker_processes
 
 R1 = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
 R2 = EXAMPLE / "NA12878_chr20_slice_2000pairs_R2.fastq.gz"
@@ -52,6 +52,8 @@ def test_auto_chooses_processes_only_for_many_cpu_aligning_workers():
     assert not use_processes("auto", PROCESSES_MIN_WORKERS - 1, "cpu")
     assert not use_processes("auto", 64, "device")
     assert use_processes("processes", 1, "cpu") and not use_processes("threads", 64, "cpu")
+    cores = len(os.sched_getaffinity(0))
+    assert worker_processes(4094) == cores and worker_processes(1) == 1
     with pytest.raises(PeanutError, match="--workers"):
         check(RunOptions(workers="forks"))
 
