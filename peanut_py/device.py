@@ -197,8 +197,14 @@ def _pick_many(found, spec):
     parts = [p.strip() for p in str(spec).split(",")]
     if any(not p for p in parts):
         raise PeanutError(f"--device {spec!r}: an empty entry in the list; give indices or names such as 0,2")
-    # a device named twice gets two device threads, each with its own context (see open_devices)
-    return [_pick(found, p) for p in parts]
+    chosen = [_pick(found, p) for p in parts]
+    seen = {}
+    for part, (info, _) in zip(parts, chosen):
+        if info.index in seen:
+            raise PeanutError(f"--device {spec!r}: {seen[info.index]!r} and {part!r} are the same device "
+                              f"[{info.index}] {info.name}")
+        seen[info.index] = part
+    return chosen
 
 
 def device_indices(spec=None):
@@ -221,13 +227,7 @@ def open_devices(spec=None, memory_cap=None):
         if error is not None:
             raise PeanutError(f"--device {spec}: OpenCL device [{info.index}] {info.name} cannot compile kernels "
                               f"({error})")
-    # A device named k times runs k device threads with a context each, so that one batch's host-side steps
-    # (launches, read-backs, the q-group index's scans) overlap another's kernels; each gets 1/k of its memory.
-    times = {}
-    for info, _ in chosen:
-        times[info.index] = times.get(info.index, 0) + 1
-    return [Device(memory_cap=min(memory_cap or info.global_mem, info.global_mem // times[info.index]), choice=(info, dev))
-            for info, dev in chosen]
+    return [Device(memory_cap=memory_cap, choice=c) for c in chosen]
 
 
 class Device:
