@@ -19,7 +19,7 @@ from .input_streams import check_inputs, display_name
 from .layout import MAX_READ_LENGTH, default_fold, index_fixed_bytes, reads_per_buffer
 from .options import RunOptions, check
 from .outfiles import remove_stale_temporaries
-from .pipeline import StageTimes, postprocess_threads, run_pipeline
+from .pipeline import StageTimes, TwoPhaseSteps, postprocess_threads, run_pipeline
 from .post_processes import ProcessPostprocessor, WorkerProcesses, use_processes, worker_processes
 from .postprocess import Postprocessor, resolve_align_on
 from .reference import ReferenceIndex, reference_checksum
@@ -243,7 +243,8 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
 
     times = StageTimes()
     with sam.open_output(output, header, fmt=output_format, threads=threads, hit_only=hit_only) as out:
-        n_reads, _ = run_pipeline(part.batches(batch_size), [device_step_of(s) for s in stages], part.post_steps, out.write, threads=threads,
+        n_reads, _ = run_pipeline(part.batches(batch_size), [device_step_of(s) for s in stages],
+                                  _encoding(part.post_steps, out.encode), out.write_encoded, threads=threads,
                                   log=log, times=times, host_stage=part.host_stage,
                                   host_name=part.host_name)
         if n_reads == 0:
@@ -273,6 +274,24 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
         log(f"{line}; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s)")
         log(f"stage seconds (summed over threads): {stage_text}")
     return summary
+
+
+def _encoding(post_steps, encode):
+    """``post_steps`` whose every step's text is passed through ``encode`` (the writer's: BAM records, or
+    unmapped reads left out) on the pool thread that made it."""
+    def encoded(step):
+        def run():
+            text, n, *extra = step()
+            return (encode(text), n, *extra)
+        return run
+
+    def steps(batch, result):
+        made = post_steps(batch, result)
+        if isinstance(made, TwoPhaseSteps):
+            return TwoPhaseSteps(made.plans, lambda planned: [encoded(s) for s in made.join(planned)])
+        return [encoded(s) for s in made]
+
+    return steps
 
 
 def _parts(seconds):

@@ -17,7 +17,9 @@ import threading
 
 import numpy as np
 
+from ._bam import RefNames, sam_to_bam
 from ._version import __version__
+from .bgzf import BgzfWriter, bam_header
 from .errors import PeanutError
 from .outfiles import temporary_beside
 
@@ -152,6 +154,14 @@ class _Writer:
     def write(self, text):
         raise NotImplementedError
 
+    def encode(self, text):
+        """What ``write_encoded`` takes for a block of SAM records; may run on any thread (the pipeline runs
+        it on the postprocessing pool, so that BAM encoding is spread over the cores)."""
+        return text
+
+    def write_encoded(self, data):
+        self.write(data)
+
     def close(self):
         raise NotImplementedError
 
@@ -265,95 +275,61 @@ class _SamFileWriter(_AtomicFileWriter):
             self._file.close()
 
 
-class _BamWriter(_AtomicFileWriter):
-    """BAM through htslib: each SAM line is parsed by AlignedSegment.fromstring against the header."""
+class _BamWriter(_Writer):
+    """BAM: each block of SAM records becomes BAM records (``encode``, which the pipeline runs on its
+    postprocessing pool, without the interpreter lock: _bam.pyx) and the record stream is BGZF-compressed
+    (bgzf.py, on ``threads`` threads) into a byte writer: a file replaced atomically, or a stream."""
 
-    def __init__(self, path, header, threads=1):
-        import pysam
-
-        pysam.set_verbosity(0)  # htslib's own messages on a failed write would precede our one error line
-        super().__init__(path)
-        os.close(self._fd)  # htslib opens the temporary file by name
+    def __init__(self, inner, header, threads=1):
+        self._inner = inner
+        self.path = inner.path
+        self._done = False
+        names, lengths = _reference_dictionary(header)
+        self._refs = RefNames(names)
+        self._bgzf = BgzfWriter(inner.write, threads)
         try:
-            self._header = pysam.AlignmentHeader.from_text(header)
-            self._bam = pysam.AlignmentFile(self.temp_path, "wb", header=self._header, threads=max(1, threads))
-        except (ValueError, OSError) as e:
-            self._bam = None
+            self._bgzf.write(bam_header(header, names, lengths))
+            self._bgzf.flush()  # the records start in a block of their own, as htslib writes them
+        except BaseException:
             self.abort()
-            raise PeanutError(f"{self.path}: cannot write BAM: {e}") from None
-        self._fromstring = pysam.AlignedSegment.fromstring
+            raise
+
+    def encode(self, text):
+        return sam_to_bam(text if isinstance(text, bytes) else text.encode(), self._refs)
+
+    def write_encoded(self, records):
+        self._bgzf.write(records)
 
     def write(self, text):
-        header, write, fromstring = self._header, self._bam.write, self._fromstring
-        if isinstance(text, bytes):
-            text = text.decode()
-        try:
-            for line in text.splitlines():
-                write(fromstring(line, header))
-        except OSError as e:
-            self.abort()
-            raise PeanutError(f"{self.path}: cannot write: "
-                              f"{_bam_failure(e, os.path.dirname(os.path.abspath(self.path)))}") from None
-
-    def _close_file(self):
-        if self._bam is not None:
-            bam, self._bam = self._bam, None
-            bam.close()
-
-
-def _bam_failure(e, folder=None):
-    """Why htslib could not write BAM. Its OSError carries no errno ('sam_write1 failed with error code -1'),
-    so a full file system is recognised from ``folder``'s free space."""
-    if e.strerror:
-        return e.strerror
-    try:
-        if folder is not None and os.statvfs(folder).f_bavail == 0:
-            return os.strerror(errno.ENOSPC)
-    except OSError:
-        pass
-    return f"{e} (htslib gives no reason; is the disk or device full?)"
-
-
-class _StdoutBamWriter(_Writer):
-    """BAM on standard output, or streamed into an existing special file (see _StdoutWriter)."""
-
-    def __init__(self, header, threads=1, path=None):
-        import pysam
-
-        pysam.set_verbosity(0)  # htslib's own messages on a failed write would precede our one error line
-        if path is None:
-            _stdout().flush()
-        self.path = "standard output" if path is None else os.fspath(path)
-        self._header = pysam.AlignmentHeader.from_text(header)
-        try:
-            self._bam = pysam.AlignmentFile("-" if path is None else self.path, "wb", header=self._header,
-                                            threads=max(1, threads))
-        except (ValueError, OSError) as e:
-            raise PeanutError(f"{self.path}: cannot write BAM: {e}") from None
-        self._fromstring = pysam.AlignedSegment.fromstring
-
-    def write(self, text):
-        if isinstance(text, bytes):
-            text = text.decode()
-        try:
-            for line in text.splitlines():
-                self._bam.write(self._fromstring(line, self._header))
-        except OSError as e:
-            raise PeanutError(f"{self.path}: cannot write: {_bam_failure(e)}") from None
+        self.write_encoded(self.encode(text))
 
     def close(self):
-        if self._bam is not None:
-            bam, self._bam = self._bam, None
-            try:
-                bam.close()
-            except OSError as e:
-                raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._bgzf.close()
+        except BaseException:
+            self._inner.abort()
+            raise
+        self._inner.close()
 
     def abort(self):
-        try:
-            self.close()
-        except PeanutError:
-            pass
+        self._done = True
+        self._bgzf.abort()
+        self._inner.abort()
+
+
+def _reference_dictionary(header):
+    """The (names, lengths) of a SAM header's @SQ lines, in order."""
+    text = header.decode() if isinstance(header, bytes) else header
+    names, lengths = [], []
+    for line in text.splitlines():
+        if line.startswith("@SQ\t"):
+            fields = dict(f.split(":", 1) for f in line.split("\t")[1:] if ":" in f)
+            names.append(fields["SN"])
+            lengths.append(int(fields["LN"]))
+    return names, lengths
 
 
 class _HitOnlyWriter(_Writer):
@@ -368,6 +344,13 @@ class _HitOnlyWriter(_Writer):
         kept = drop_unmapped(text)
         if kept:
             self._inner.write(kept)
+
+    def encode(self, text):
+        return self._inner.encode(drop_unmapped(text))
+
+    def write_encoded(self, data):
+        if data:
+            self._inner.write_encoded(data)
 
     def close(self):
         self._inner.close()
@@ -437,10 +420,12 @@ def open_output(path, header, fmt=None, threads=1, hit_only=False):
 
 def _open_writer(path, header, fmt, threads):
     if path is None or path == "-":
-        return _StdoutBamWriter(header, threads) if fmt == "bam" else _StdoutWriter(header)
-    if is_special_file(path):
-        return _StdoutBamWriter(header, threads, path) if fmt == "bam" else _StdoutWriter(header, path)
-    return _BamWriter(path, header, threads) if fmt == "bam" else _SamFileWriter(path, header)
+        inner = _StdoutWriter(header if fmt == "sam" else b"")
+    elif is_special_file(path):
+        inner = _StdoutWriter(header if fmt == "sam" else b"", path)
+    else:
+        inner = _SamFileWriter(path, header if fmt == "sam" else b"")
+    return _BamWriter(inner, header, threads) if fmt == "bam" else inner
 
 
 # Names of a process's open files (/dev/stdout, /dev/fd/1, /proc/self/fd/1): a symbolic link to whatever the
