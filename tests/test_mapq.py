@@ -105,16 +105,16 @@ def test_unseen_rival_score_against_reference():
         got = unseen_rival_score(n, Q, step, SCORING, covered=covered)
         assert got.tolist() == [unseen_reference(a, c, step=step) for a, c in zip(n.tolist(), covered.tolist())]
     assert unseen_rival_score(n, Q, 1, SCORING).tolist() == [unseen_reference(a, 0) for a in n.tolist()]
-    # 100 bases at q = 16: 5 edits guaranteed, a rival of 9 mismatches (score 55); half covered: 3 and 7
-    # (65); fully covered: none, 3 (85)
-    assert unseen_rival_score([100, 100, 100], Q, 1, SCORING, covered=[0, 50, 100]).tolist() == [55, 65, 85]
+    # 100 bases at q = 16: 5 edits guaranteed, a rival of 10 mismatches (score 50); 50 bases covered: 3
+    # guaranteed, 8 mismatches (60); all covered: none guaranteed, 4 mismatches (80)
+    assert unseen_rival_score([100, 100, 100], Q, 1, SCORING, covered=[0, 50, 100]).tolist() == [50, 60, 80]
 
 
 def test_masked_reads_get_less_mapq():
     """The same hit and seen rival: the more of the read lies under masked q-grams, the less MAPQ."""
     covered = np.array([0, 30, 60, 90, 100])
     unseen = unseen_rival_score(np.full(5, 100), Q, 1, SCORING, covered=covered)
-    got = mapq_model(np.full(5, 90), np.full(5, 40), np.zeros(5), np.full(5, 100), Q, SCORING, unseen=unseen)
+    got = mapq_model(np.full(5, 85), np.full(5, 40), np.zeros(5), np.full(5, 100), Q, SCORING, unseen=unseen)
     assert got.tolist() == sorted(got.tolist(), reverse=True)
     assert got[0] == MAPQ_MAX and got[-1] <= 20
 
