@@ -95,13 +95,24 @@ def score_cache_path(args, s, tool, version):
                         f"{tool}-{run.param_hash([version, TOLERANCE, args.threads])[:12]}.json")
 
 
+def stored_score(score):
+    """A score_sam result as kept in the results: its curve left out (scoring.curve_of gives it again) and
+    each calibration bin as MAPQ, reads and wrong reads, which is all the checks and plots need."""
+    out = {k: v for k, v in score.items() if k != "curve"}
+    out["calibration"] = [{"mapq": b["mapq"], "n": b["n"], "wrong": b["wrong"]} for b in score["calibration"]]
+    return out
+
+
 def map_and_score(args, tool, index, s, truth, version):
     """One mapping run of ``tool`` on set ``s`` scored against ``truth``; a peer's result comes from the
     cache when its version has scored these reads before."""
     cached = score_cache_path(args, s, tool.name, version)
     if tool.family != "peanut" and os.path.exists(cached):
         with open(cached) as f:
-            return dict(json.load(f), cached=True)
+            out = dict(json.load(f), cached=True)
+        if out.get("score"):
+            out["score"] = stored_score(out["score"])
+        return out
     d = os.path.join(args.work, "accuracy", "sam", f"{s['genome']}-{s['name']}")
     os.makedirs(d, exist_ok=True)
     sam = os.path.join(d, f"{tool.name}.sam")
@@ -117,7 +128,7 @@ def map_and_score(args, tool, index, s, truth, version):
         out["error"] = m.get("error", "?")[:300]
         run.log(f"  failed: {out['error']}")
         return out
-    out["score"] = scoring.score_sam(sam, truth, tolerance=TOLERANCE, thresholds=(0,) + THRESHOLDS)
+    out["score"] = stored_score(scoring.score_sam(sam, truth, tolerance=TOLERANCE, thresholds=(0,) + THRESHOLDS))
     run.log(f"  {m['wall_s']:.1f} s, correct {out['score']['correct']}, wrong {out['score']['wrong']}")
     if tool.family != "peanut":
         os.makedirs(os.path.dirname(cached), exist_ok=True)
@@ -191,7 +202,7 @@ def write_outputs(args, results):
         prefix = os.path.join(args.plots, os.path.basename(args.stem))
         results["plots"] = [os.path.relpath(p, ROOT) for p in plots.accuracy_plots(results, prefix)]
     with open(args.stem + ".json", "w") as f:
-        json.dump(results, f, indent=1)
+        json.dump(results, f, separators=(",", ":"))  # compact: a bin per MAPQ value, tool and set
     md = report.accuracy_markdown(results)
     with open(args.stem + ".md", "w") as f:
         f.write(md)

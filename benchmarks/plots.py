@@ -7,6 +7,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from benchmarks import scoring  # noqa: E402
+
 COLORS = {"peanut-best": "#d62728", "peanut-all": "#ff9896", "bwa": "#1f77b4", "minimap2": "#2ca02c",
           "bowtie2": "#9467bd", "minibwa": "#17becf", "strobealign": "#ff7f0e", "minimap2-2.30": "#98df8a",
           "bwa-mem2": "#aec7e8"}
@@ -113,7 +115,7 @@ def calibration_points(results, tool, sets):
                 if lo <= b["mapq"] <= hi:
                     pooled[(lo, hi)][0] += b["n"]
                     pooled[(lo, hi)][1] += b["wrong"]
-                    pooled[(lo, hi)][2] += b["n"] * b["expected"]
+                    pooled[(lo, hi)][2] += b["n"] * 10 ** (-b["mapq"] / 10)
     points = []
     for (lo, hi), (n, w, e) in pooled.items():
         if n:
@@ -191,13 +193,19 @@ def roc_by_set(results, genome, path):
     fig, axes = _set_grid(len(keys))
     for ax, k in zip(axes.flat, keys):
         for tool, run in results["runs"][k].items():
-            curve = (run.get("score") or {}).get("curve")
-            if not curve:
+            if not run.get("score"):
                 continue
+            curve = scoring.curve_of(run["score"]["calibration"])
             x = [p["wrong"] for p in curve]
             y = [p["mapped"] - p["wrong"] for p in curve]
             ax.plot(x, y, ls=LINES.get(tool, "-"), marker=MARKERS.get(tool, "o"), ms=2.5,
                     color=COLORS.get(tool, "grey"), label=tool)
+        # the top of the curves, where peanut-py, bwa and minibwa differ: from their MAPQ-60 points down
+        tops = [scoring.curve_of(r["score"]["calibration"])[0] for t, r in results["runs"][k].items()
+                if t in ("peanut-best", "bwa", "minibwa") and r.get("score")]
+        if tops:
+            low = min(p["mapped"] - p["wrong"] for p in tops)
+            ax.set_ylim(bottom=low - 0.002 * results["sets"][k]["reads"])
         ax.set_xscale("symlog", linthresh=1)
         ax.set_xlim(left=0)
         ax.set_title(results["sets"][k]["set"], fontsize=10)
@@ -205,7 +213,8 @@ def roc_by_set(results, genome, path):
         ax.set_ylabel("correct reads with MAPQ >= t")
         ax.grid(which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(_accuracy_title(results, genome, "ROC as the MAPQ cut-off falls"), fontsize=10)
+    fig.suptitle(_accuracy_title(results, genome, "ROC as the MAPQ cut-off falls (y from the lowest MAPQ-60 point "
+                                 "of peanut-py, bwa, minibwa)"), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

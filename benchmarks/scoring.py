@@ -426,7 +426,18 @@ def calibration_check(calibration, min_reads=1000, factor=3.0):
     for b in calibration:
         if b["n"] < min_reads:
             continue
-        out.append({"mapq": b["mapq"], "n": b["n"], "wrong": b["wrong"], "expected": b["expected"],
-                    "ratio": b["frac_wrong"] / b["expected"],
+        expected = 10 ** (-b["mapq"] / 10)
+        out.append({"mapq": b["mapq"], "n": b["n"], "wrong": b["wrong"], "expected": expected,
+                    "ratio": b["wrong"] / b["n"] / expected,
                     "ok": calibration_bin_ok(b["n"], b["wrong"], b["mapq"], factor)})
     return out
+
+
+def curve_of(calibration):
+    """score_sam's curve from its calibration bins (which need only mapq, n and wrong): per MAPQ threshold,
+    descending, the reads mapped at or above it and the wrong ones among them."""
+    curve, n, w = [], 0, 0
+    for b in sorted(calibration, key=lambda b: -b["mapq"]):
+        n, w = n + b["n"], w + b["wrong"]
+        curve.append({"mapq": b["mapq"], "mapped": n, "wrong": w})
+    return curve

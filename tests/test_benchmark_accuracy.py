@@ -94,3 +94,15 @@ def test_calibration_check_keeps_bins_of_enough_reads():
     got = scoring.calibration_check(cal)
     assert [(b["mapq"], b["ok"]) for b in got] == [(0, True), (60, False)]
     assert got[1]["ratio"] == pytest.approx(4 / 45000 / 1e-6)
+
+
+def test_stored_score_keeps_what_the_checks_and_plots_need(tmp_path):
+    full = score_of(tmp_path, "x.sam", [("a", 0, "1", 100, 60, "20M"), ("b", 0, "1", 200, 25, "20M"),
+                                        ("c", 0, "1", 900, 25, "20M"), ("d", 16, "1", 400, 3, "20M")])
+    stored = accuracy.stored_score(full)
+    assert "curve" not in stored and accuracy.stored_score(stored) == stored
+    assert scoring.curve_of(stored["calibration"]) == [{k: p[k] for k in ("mapq", "mapped", "wrong")}
+                                                       for p in full["curve"]]
+    assert scoring.correct_wrong_at(stored, accuracy.THRESHOLDS) == scoring.correct_wrong_at(full, accuracy.THRESHOLDS)
+    runs_full, runs_stored = {"peanut-best": {"score": full}}, {"peanut-best": {"score": stored}}
+    assert accuracy.checks(runs_full) == accuracy.checks(runs_stored)
