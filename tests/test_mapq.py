@@ -171,3 +171,44 @@ def test_masked_coverage_against_brute_force(q):
     # a slice of reads, with the offsets into the whole batch
     assert MaskedQgrams(masked, q).coverage(codes, offsets[50:121]).tolist() == want[50:120]
     assert MaskedQgrams(None, q).coverage(codes, offsets).tolist() == [0] * len(reads)
+
+
+def sam_columns(path):
+    """Per record of a SAM: (every field but MAPQ and the MQ tag, MAPQ)."""
+    out = []
+    for line in open(path):
+        if line.startswith("@"):
+            continue
+        f = line.rstrip("\n").split("\t")
+        out.append((tuple(f[:4] + f[5:11] + [t for t in f[11:] if not t.startswith("MQ:")]), int(f[4])))
+    return out
+
+
+@pytest.mark.parametrize("paired, mask", [(False, 20), (True, 3)], ids=["single", "paired"])
+def test_masked_qgrams_only_lower_mapq(tmp_path, monkeypatch, paired, mask):
+    """Real NA12878 reads on the bundled chr20 slice indexed with q-grams of more than ``mask`` copies masked: with
+    the masked q-grams known to MAPQ, no read moves and no MAPQ rises, and reads over masked repeats fall."""
+    from helpers import REPO, run_cli
+    from peanut_py import postprocess
+    from peanut_py.cli import main
+
+    example = REPO / "index" / "example"
+    index = tmp_path / "slice.h5"
+    rc, _, err = run_cli("index", example / "chr20_slice.fa.gz", "-o", index, "-m", str(mask))
+    assert rc == 0, err
+    reads = [str(example / f"NA12878_chr20_slice_2000pairs_R{m}.fastq.gz") for m in ((1, 2) if paired else (1,))]
+
+    def mapped(out):
+        try:
+            main(["map", str(index), *reads, "-o", str(out), "-t", "2"])
+        except SystemExit as e:
+            assert not e.code
+        return sam_columns(out)
+
+    with_masked = mapped(tmp_path / "with.sam")
+    monkeypatch.setattr(postprocess.MaskedQgrams, "coverage", lambda self, codes, offsets: np.zeros(len(offsets) - 1))
+    without = mapped(tmp_path / "without.sam")
+    assert [r for r, _ in with_masked] == [r for r, _ in without]
+    lower = sum(a < b for (_, a), (_, b) in zip(with_masked, without))
+    assert all(a <= b for (_, a), (_, b) in zip(with_masked, without))
+    assert lower > 0
