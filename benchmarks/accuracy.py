@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MAPQ accuracy against the peers on simulated reads of several genomes (issue "accuracy users can trust").
+"""MAPQ accuracy against the peers on simulated reads of several genomes, with a known truth.
 
 Per genome (human chr20, yeast, E. coli from ../shared/data) it simulates the sets of ACCURACY_SETS with
 mason (error-only and with mason_variator's SNPs and small indels; 100 and 150 bp; single and paired; a 3x
@@ -7,7 +7,7 @@ error rate), maps them with peanut-py and the peers on the same reads and thread
 records against mason's truth: correct and wrong reads at every MAPQ cut-off (the dominance table against
 bwa and minibwa), the calibration check per MAPQ value, a calibration plot and a ROC-style plot per set.
 
-    benchmarks/accuracy.py -t 2                      # every genome, set and tool (hours on 2 cores)
+    benchmarks/accuracy.py -t 2                      # every genome, set and tool
     benchmarks/accuracy.py --genomes ecoli --tools peanut-best,bwa --sets var100se
 
 Simulated reads, indexes and the peers' scores are cached under benchmarks/work (a peer's score is keyed by
@@ -228,12 +228,13 @@ def main(argv=None):
         if not simulate.find_tool(prog):
             sys.exit(f"accuracy: {prog} is missing (Debian package seqan-apps)")
     versions = {t.name: t.version() for t in tools}
+    command = shlex.join(["benchmarks/accuracy.py"] + (argv if argv is not None else sys.argv[1:]))
     results = {"meta": {"date": datetime.date.today().isoformat(), "machine": args.machine, "threads": args.threads,
                         "reads_per_set": args.reads, "tolerance": TOLERANCE, "thresholds": list(THRESHOLDS),
                         "fit_genomes": [g for g in FIT_GENOMES if g in args.genomes],
                         "check_genomes": [g for g in args.genomes if g not in FIT_GENOMES],
                         "versions": versions, "peanut_args": args.peanut_args or "",
-                        "command": shlex.join(["benchmarks/accuracy.py"] + (argv if argv is not None else sys.argv[1:]))},
+                        "command": command},
                "genomes": {}, "sets": {}, "runs": {}, "checks": {}, "notes": []}
     for gkey in args.genomes:
         genome, vcf = prepare_genome(args, gkey)
