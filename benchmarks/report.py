@@ -358,7 +358,8 @@ def _accuracy_genome_tables(results, genomes):
         if not keys:
             continue
         info = results["genomes"][g]
-        lines += [f"**{info['label']}** ({info['length']:,} bp, {info['contigs']} contigs); correct / wrong reads "
+        contigs = f"{info['contigs']} contig" + ("s" if info["contigs"] != 1 else "")
+        lines += [f"**{info['label']}** ({info['length']:,} bp, {contigs}); correct / wrong reads "
                   f"with MAPQ ≥ cut-off, of {results['meta']['reads_per_set']:,} reads per set", ""]
         rows = []
         for k in keys:
