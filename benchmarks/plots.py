@@ -7,6 +7,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from benchmarks import scoring  # noqa: E402
+
 COLORS = {"peanut-best": "#d62728", "peanut-all": "#ff9896", "bwa": "#1f77b4", "minimap2": "#2ca02c",
           "bowtie2": "#9467bd", "minibwa": "#17becf", "strobealign": "#ff7f0e", "minimap2-2.30": "#98df8a",
           "bwa-mem2": "#aec7e8"}
@@ -113,7 +115,7 @@ def calibration_points(results, tool, sets):
                 if lo <= b["mapq"] <= hi:
                     pooled[(lo, hi)][0] += b["n"]
                     pooled[(lo, hi)][1] += b["wrong"]
-                    pooled[(lo, hi)][2] += b["n"] * b["expected"]
+                    pooled[(lo, hi)][2] += b["n"] * 10 ** (-b["mapq"] / 10)
     points = []
     for (lo, hi), (n, w, e) in pooled.items():
         if n:
@@ -163,4 +165,99 @@ def make_plots(results, stem):
         written.append(stem + "-mapq.png")
     if calibration(results, stem + "-calibration.png"):
         written.append(stem + "-calibration.png")
+    return written
+
+
+# ---------------------------------------------------------------------------------------------- accuracy.py
+
+def _set_grid(n):
+    cols = min(4, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.8 * rows), squeeze=False)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    return fig, axes
+
+
+def _accuracy_title(results, genome, what):
+    m = results["meta"]
+    info = results["genomes"][genome]
+    role = "tuning genome" if genome in m["fit_genomes"] else "kept aside for checking"
+    return f"{what}: {info['label']} ({role}), {m['reads_per_set']:,} reads per set\n{m['date']}, {m['machine']}"
+
+
+def roc_by_set(results, genome, path):
+    """Per set of ``genome``: correct reads (y) against wrong reads (x, symlog) at MAPQ >= t as the cut-off t
+    falls from 60 to 0, one line per tool; up and to the left is better."""
+    keys = [k for k, s in results["sets"].items() if s["genome"] == genome]
+    fig, axes = _set_grid(len(keys))
+    for ax, k in zip(axes.flat, keys):
+        for tool, run in results["runs"][k].items():
+            if not run.get("score"):
+                continue
+            curve = scoring.curve_of(run["score"]["calibration"])
+            x = [p["wrong"] for p in curve]
+            y = [p["mapped"] - p["wrong"] for p in curve]
+            ax.plot(x, y, ls=LINES.get(tool, "-"), marker=MARKERS.get(tool, "o"), ms=2.5,
+                    color=COLORS.get(tool, "grey"), label=tool)
+        # the top of the curves, where peanut-py, bwa and minibwa differ: from their MAPQ-60 points down
+        tops = [scoring.curve_of(r["score"]["calibration"])[0] for t, r in results["runs"][k].items()
+                if t in ("peanut-best", "bwa", "minibwa") and r.get("score")]
+        if tops:
+            low = min(p["mapped"] - p["wrong"] for p in tops)
+            ax.set_ylim(bottom=low - 0.002 * results["sets"][k]["reads"])
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlim(left=0)
+        ax.set_title(results["sets"][k]["set"], fontsize=10)
+        ax.set_xlabel("wrong reads with MAPQ >= t")
+        ax.set_ylabel("correct reads with MAPQ >= t")
+        ax.grid(which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(_accuracy_title(results, genome, "ROC as the MAPQ cut-off falls (y from the lowest MAPQ-60 point "
+                                 "of peanut-py, bwa, minibwa)"), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def calibration_by_set(results, genome, path):
+    """Per set of ``genome``: observed against reported MAPQ in the CAL_BINS, one series per tool; a bin
+    without a wrong read is an open triangle at its lower bound; the band is the factor-3 rule."""
+    keys = [k for k, s in results["sets"].items() if s["genome"] == genome]
+    fig, axes = _set_grid(len(keys))
+    band = [0, 65]
+    for ax, k in zip(axes.flat, keys):
+        ax.plot(band, band, color="k", lw=0.8, ls="--")
+        ax.fill_between(band, [b - 10 * math.log10(3) for b in band], [b + 10 * math.log10(3) for b in band],
+                        color="k", alpha=0.08, lw=0)
+        for tool in results["runs"][k]:
+            pts = calibration_points(results, tool, [k])
+            c, mk = COLORS.get(tool, "grey"), MARKERS.get(tool, "o")
+            ax.plot([p[3] for p in pts if p[4] is not None], [p[4] for p in pts if p[4] is not None], mk,
+                    color=c, ms=4, label=tool)
+            ax.plot([p[3] for p in pts if p[4] is None], [10 * math.log10(p[1]) for p in pts if p[4] is None],
+                    "^", color=c, mfc="none", ms=5)
+        ax.set_xlim(-2, 66)
+        ax.set_ylim(-2, 66)
+        ax.set_title(results["sets"][k]["set"], fontsize=10)
+        ax.set_xlabel("reported MAPQ (bin)")
+        ax.set_ylabel("observed -10 log10(wrong)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="upper left")
+    fig.suptitle(_accuracy_title(results, genome, "MAPQ calibration (grey: within 3x; open triangle: no wrong "
+                                 "read, lower bound)"), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def accuracy_plots(results, prefix):
+    """A ROC and a calibration PNG per genome (a panel per set): ``prefix``-GENOME-roc.png and
+    -calibration.png; returns the paths written."""
+    written = []
+    for genome in results["genomes"]:
+        for kind, draw in (("roc", roc_by_set), ("calibration", calibration_by_set)):
+            path = f"{prefix}-{genome}-{kind}.png"
+            draw(results, genome, path)
+            written.append(path)
     return written

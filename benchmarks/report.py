@@ -307,3 +307,109 @@ def update_docs(results, plots, docs_dir):
     _, tail = rest.split(END, 1)
     with open(path, "w") as f:
         f.write(head + BEGIN + "\n\n" + section + "\n" + END + tail)
+
+
+# ---------------------------------------------------------------------------------------------- accuracy.py
+
+ACCURACY_PEERS = ("bwa", "minibwa", "strobealign", "minimap2", "minimap2-2.30")
+
+
+def _cw(run, t):
+    """'correct / wrong' of a run at MAPQ cut-off t, or '–'."""
+    score = run.get("score") if run else None
+    if not score:
+        return "–"
+    return f"{score['mapped_at'][str(t)] - score['wrong_at'][str(t)]:,} / {score['wrong_at'][str(t)]}"
+
+
+def dominance_mark(check, t):
+    """Where peanut-py's curve is not at least bwa's / minibwa's at cut-off t: 'c<bwa' (fewer correct reads),
+    'w>bwa' (more wrong reads), likewise for minibwa; '✓' when neither."""
+    marks = []
+    for ref, per_t in check.get("dominance", {}).items():
+        cell = per_t.get(str(t))
+        if cell and not cell["correct_ok"]:
+            marks.append(f"c<{ref}")
+        if cell and not cell["wrong_ok"]:
+            marks.append(f"w>{ref}")
+    return " ".join(marks) if marks else "✓"
+
+
+def dominance_counts(results, genomes):
+    """{reference tool: (cells where peanut-py keeps at least its correct reads, cells with at most its
+    wrong reads, cells)} over the sets of ``genomes`` and every cut-off."""
+    out = {}
+    for key, check in results["checks"].items():
+        if results["sets"][key]["genome"] not in genomes:
+            continue
+        for ref, per_t in check.get("dominance", {}).items():
+            c, w, n = out.get(ref, (0, 0, 0))
+            out[ref] = (c + sum(v["correct_ok"] for v in per_t.values()),
+                        w + sum(v["wrong_ok"] for v in per_t.values()), n + len(per_t))
+    return out
+
+
+def _accuracy_genome_tables(results, genomes):
+    thresholds = results["meta"]["thresholds"]
+    tools = ["peanut-best"] + [t for t in ACCURACY_PEERS if any(t in r for r in results["runs"].values())]
+    lines = []
+    for g in genomes:
+        keys = [k for k, s in results["sets"].items() if s["genome"] == g]
+        if not keys:
+            continue
+        info = results["genomes"][g]
+        contigs = f"{info['contigs']} contig" + ("s" if info["contigs"] != 1 else "")
+        lines += [f"**{info['label']}** ({info['length']:,} bp, {contigs}); correct / wrong reads "
+                  f"with MAPQ ≥ cut-off, of {results['meta']['reads_per_set']:,} reads per set", ""]
+        rows = []
+        for k in keys:
+            runs, check = results["runs"][k], results["checks"].get(k, {})
+            for t in thresholds:
+                rows.append([results["sets"][k]["set"], f"≥ {t}"] + [_cw(runs.get(tool), t) for tool in tools]
+                            + [dominance_mark(check, t)])
+        lines += [_table(["set", "MAPQ"] + tools + ["peanut-py vs bwa, minibwa"], rows), ""]
+    return lines
+
+
+def _calibration_rows(results, genomes, tools):
+    rows = []
+    for k, s in results["sets"].items():
+        if s["genome"] not in genomes:
+            continue
+        cal = results["checks"].get(k, {}).get("calibration", {})
+        for tool in tools:
+            bins = cal.get(tool)
+            if bins is None:
+                continue
+            bad = [b for b in bins if not b["ok"]]
+            rows.append([k, tool, len(bins), len(bins) - len(bad),
+                         ", ".join(f"MAPQ {b['mapq']}: {b['wrong']:,} of {b['n']:,} wrong "
+                                   f"({b['ratio']:.2g}× expected)" for b in bad) or "–"])
+    return rows
+
+
+def accuracy_markdown(results):
+    """The accuracy benchmark's report: dominance tables per genome (tuning genomes first, then the
+    checking ones), the counts of cut-offs where peanut-py's curve holds, and the calibration check."""
+    m = results["meta"]
+    fit, check = m["fit_genomes"], m["check_genomes"]
+    lines = [f"# MAPQ accuracy, {m['date']}, {m['machine']}", "",
+             f"Command: `{m['command']}`; {m['threads']} threads per tool; a read is correct within "
+             f"{m['tolerance']} bp of its origin (primary records only).", "",
+             "Versions: " + "; ".join(f"{t}: {v}" for t, v in m["versions"].items()), ""]
+    for title, genomes in (("Genomes the MAPQ model was tuned on", fit), ("Genomes kept aside for checking", check)):
+        if not genomes:
+            continue
+        lines += [f"## {title}: {', '.join(genomes)}", ""]
+        counts = dominance_counts(results, genomes)
+        for ref, (c, w, n) in counts.items():
+            lines.append(f"- against {ref}: correct reads ≥ its in {c} of {n} (set, cut-off) cells, "
+                         f"wrong reads ≤ its in {w} of {n}")
+        lines += [""] + _accuracy_genome_tables(results, genomes)
+        rows = _calibration_rows(results, genomes, ["peanut-best"] + list(ACCURACY_PEERS))
+        lines += ["Calibration: MAPQ values with ≥ 1,000 reads, error rate within 3× of 10^(−MAPQ/10) up to "
+                  "counting noise (scoring.calibration_bin_ok)", "",
+                  _table(["set", "tool", "bins", "pass", "failing bins"], rows), ""]
+    if results.get("notes"):
+        lines += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
+    return "\n".join(lines)

@@ -27,6 +27,7 @@ Definitions (docs/benchmarks.md repeats them for readers of the results):
   anchor within ``tolerance``.
 """
 import gzip
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -376,3 +377,67 @@ def mapping_stats(sam_path, thresholds=THRESHOLDS, max_insert=1000):
         "frac_proper_flag": proper / pairs if pairs else 0.0,
         "frac_concordant": concordant / pairs if pairs else 0.0,
     }
+
+
+# ---------------------------------------------------------------------------------------------- MAPQ checks
+
+def correct_wrong_at(score, thresholds=THRESHOLDS):
+    """{threshold: (correct, wrong)} of mapped reads with MAPQ >= threshold, from a score_sam result."""
+    return {int(t): (score["mapped_at"][str(t)] - score["wrong_at"][str(t)], score["wrong_at"][str(t)])
+            for t in thresholds}
+
+
+def dominates(ours, theirs):
+    """At one cut-off, (correct, wrong) of ours against theirs: (correct not fewer, wrong not more)."""
+    return ours[0] >= theirs[0], ours[1] <= theirs[1]
+
+
+def _poisson_cdf(k, lam):
+    """P(X <= k) for X ~ Poisson(lam), summed in log space (k up to the reads of a bin)."""
+    if k < 0:
+        return 0.0
+    if lam <= 0:
+        return 1.0
+    total, log_term = 0.0, -lam
+    for i in range(int(k) + 1):
+        if i:
+            log_term += math.log(lam) - math.log(i)
+        total += math.exp(log_term)
+    return min(total, 1.0)
+
+
+def calibration_bin_ok(n, wrong, mapq, factor=3.0, alpha=0.025):
+    """Whether a MAPQ bin of ``n`` reads with ``wrong`` misplaced ones is within ``factor`` of the error rate
+    10^(-mapq/10) that its MAPQ claims, allowing for counting noise: the rule fails only when the count is
+    improbable (one-sided p < alpha) under every rate between expected / factor and expected * factor.
+    Without that allowance a bin of 50,000 reads at MAPQ 60 (0.05 wrong reads expected) could never pass,
+    as no count is within a factor 3 of 0.05."""
+    expected = 10 ** (-mapq / 10)
+    hi, lo = min(1.0, expected * factor), expected / factor
+    too_many = 1.0 - _poisson_cdf(wrong - 1, n * hi) < alpha  # P(X >= wrong) at the highest allowed rate
+    too_few = _poisson_cdf(wrong, n * lo) < alpha  # P(X <= wrong) at the lowest allowed rate
+    return not (too_many or too_few)
+
+
+def calibration_check(calibration, min_reads=1000, factor=3.0):
+    """The bins of a score_sam calibration with at least ``min_reads`` reads, each with its verdict
+    (calibration_bin_ok) and the ratio observed / expected error rate."""
+    out = []
+    for b in calibration:
+        if b["n"] < min_reads:
+            continue
+        expected = 10 ** (-b["mapq"] / 10)
+        out.append({"mapq": b["mapq"], "n": b["n"], "wrong": b["wrong"], "expected": expected,
+                    "ratio": b["wrong"] / b["n"] / expected,
+                    "ok": calibration_bin_ok(b["n"], b["wrong"], b["mapq"], factor)})
+    return out
+
+
+def curve_of(calibration):
+    """score_sam's curve from its calibration bins (which need only mapq, n and wrong): per MAPQ threshold,
+    descending, the reads mapped at or above it and the wrong ones among them."""
+    curve, n, w = [], 0, 0
+    for b in sorted(calibration, key=lambda b: -b["mapq"]):
+        n, w = n + b["n"], w + b["wrong"]
+        curve.append({"mapq": b["mapq"], "mapped": n, "wrong": w})
+    return curve

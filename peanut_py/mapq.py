@@ -8,7 +8,13 @@ PAIR_MAPQ_BOOST = 40  # a pinned mate's MAPQ rises to at most its own + 40 (BWA)
 # Aligned lengths up to this keep the full score gap; longer alignments scale it by log(len) / log(this)
 # (BWA-MEM's mapQ_coef_len, its default): a rival hit of a long read is likelier to differ by chance.
 MAPQ_COEF_LEN = 50
-UNSEEN_EXTRA_EDITS = 2
+# A rival that filtration may miss has this many edits beyond the q-gram lemma's guarantee. The guarantee is a
+# worst case: the filtration finds most hits several edits beyond it (selection.py validates rivals up to
+# DELTA edits beyond the best), so a rival closer than this would mostly have been seen. On the tuning genomes
+# (docs/benchmarks.md, "MAPQ accuracy") two edits held reads with a high error rate below MAPQ 60 (6 errors
+# in 100 bases gave about 20), five kept them at 60 with no more wrong reads at MAPQ >= 20, and six let wrong
+# reads through; reads over masked q-grams are covered by their shorter guarantee (unseen_rival_score).
+UNSEEN_EXTRA_EDITS = 5
 
 
 def close_rival_gap(scoring):
@@ -17,14 +23,23 @@ def close_rival_gap(scoring):
     return max(scoring.match + scoring.mismatch, scoring.gap_open + scoring.gap_extend)
 
 
-def unseen_rival_score(read_len, q, step, scoring):
-    """Per read length: the best score a rival hit may have that filtration is not guaranteed to find, one
-    edit beyond the q-gram lemma's guarantee (filtration.guaranteed_errors), each edit a mismatch."""
+def unseen_rival_score(read_len, q, step, scoring, covered=None, extra_edits=UNSEEN_EXTRA_EDITS):
+    """Per read length: the best score a rival hit may have that filtration is not guaranteed to find,
+    ``extra_edits`` edits beyond the q-gram lemma's guarantee (filtration.guaranteed_errors), each edit a
+    mismatch. ``covered``: per read, its bases covered by masked q-grams (MaskedQgrams.coverage). A masked
+    q-gram gives no vote, so c covered bases in one run leave the read the q-grams of a read c - q + 1 bases
+    shorter, and the guarantee is that of the shorter read (a read of 100 bases at q = 16, step 1: 5 edits;
+    3 with 50 bases covered; none with 84 or more)."""
     from .filtration import guaranteed_errors
 
     n = np.asarray(read_len, dtype=np.int64)
+    if covered is None:
+        n_eff = n
+    else:
+        c = np.rint(np.asarray(covered, dtype=np.float64)).astype(np.int64)
+        n_eff = np.clip(np.where(c > 0, n - c + q - 1, n), 0, n)
     e_g = np.array([guaranteed_errors(int(x), q, step) for x in range(int(n.max(initial=0)) + 1)], dtype=np.int64)
-    return n * scoring.match - (e_g[n] + UNSEEN_EXTRA_EDITS) * (scoring.match + scoring.mismatch)
+    return n * scoring.match - (e_g[n_eff] + extra_edits) * (scoring.match + scoring.mismatch)
 
 
 def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None):
@@ -52,8 +67,90 @@ def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None):
     return np.clip(mapq, 0, MAPQ_MAX).astype(np.int32)
 
 
-def pair_mapq(q_se, q_pe):
+def pair_mapq(q_se, q_pe, unseen_ties=None):
     """A mate's MAPQ in a chosen concordant pair: its own, raised towards the pair's by at most
-    PAIR_MAPQ_BOOST (BWA)."""
+    PAIR_MAPQ_BOOST (BWA). Not raised where ``unseen_ties``: a rival the filtration may have missed (masked
+    q-grams, unseen_rival_score) could score as well as the mate's hit; it would be missed by the search for
+    the pair as well, e.g. the same satellite one repeat unit away, so the pair cannot vouch for the mate."""
     q_se = np.asarray(q_se, dtype=np.int64)
-    return np.maximum(q_se, np.minimum(q_pe, q_se + PAIR_MAPQ_BOOST))
+    raised = np.maximum(q_se, np.minimum(q_pe, q_se + PAIR_MAPQ_BOOST))
+    return raised if unseen_ties is None else np.where(unseen_ties, q_se, raised)
+
+
+def _window_values(codes, q, kind):
+    """q-gram values of every window of ``codes`` (2-bit base codes, as ``kind``), forward and of the reverse
+    complement, built by doubling the window length (log2 q passes over the bases instead of q)."""
+    fwd_p, rev_p, p = codes, kind(3) - codes, 1
+    fwd = rev = None  # the windows of the powers of two taken so far, length `have`
+    have = 0
+    while True:
+        if q & p:
+            if fwd is None:
+                fwd, rev = fwd_p, rev_p
+            else:
+                m = min(len(fwd), len(fwd_p) - have)
+                fwd = (fwd[:m] << kind(2 * p)) | fwd_p[have:have + m]
+                rev = rev[:m] | (rev_p[have:have + m] << kind(2 * have))
+            have += p
+        if 2 * p > q:
+            break
+        m = len(fwd_p) - p
+        fwd_p = (fwd_p[:m] << kind(2 * p)) | fwd_p[p:p + m]
+        rev_p = rev_p[:m] | (rev_p[p:p + m] << kind(2 * p))
+        p *= 2
+    return fwd, rev
+
+
+class MaskedQgrams:
+    """The q-gram values an index masked as over-frequent (ascending), and which bases of reads they cover.
+
+    It plays the part of BWA-MEM's ``frac_rep`` (the share of a read under seeds too frequent to follow): a
+    masked q-gram gives no vote, so rivals there may be missed (unseen_rival_score)."""
+
+    HASH_BITS = 20  # a table of 2^20 flags screens the windows; only the flagged ones are looked up exactly
+
+    def __init__(self, masked, q):
+        self.q = int(q)
+        self.kind = np.uint32 if 2 * self.q <= 32 else np.uint64
+        self.values = np.asarray(masked if masked is not None else [], dtype=self.kind)
+        self.table = np.zeros(1 << self.HASH_BITS, dtype=bool)
+        self.table[self._hash(self.values)] = True
+
+    def _hash(self, v):
+        bits = 8 * np.dtype(self.kind).itemsize
+        return ((v * self.kind(2654435761)) >> self.kind(bits - self.HASH_BITS)).astype(np.intp)
+
+    def _is_masked(self, v):
+        out = self.table[self._hash(v)]
+        cand = np.flatnonzero(out)
+        at = np.minimum(np.searchsorted(self.values, v[cand]), len(self.values) - 1)
+        out[cand] = self.values[at] == v[cand]
+        return out
+
+    def coverage(self, codes, offsets):
+        """Per read (``codes[offsets[i]:offsets[i + 1]]``, base codes A0 C1 G2 T3, other letters 4): its bases
+        covered by a masked q-gram of either strand (values as in index/FORMAT.md, first base most
+        significant)."""
+        offsets = np.asarray(offsets, dtype=np.int64)
+        n_reads = len(offsets) - 1
+        if n_reads <= 0:
+            return np.zeros(0, dtype=np.int64)
+        codes = np.asarray(codes[int(offsets[0]):int(offsets[-1])], dtype=np.uint8)
+        offsets = offsets - offsets[0]
+        q, n = self.q, len(codes)
+        if len(self.values) == 0 or n < q:
+            return np.zeros(n_reads, dtype=np.int64)
+        m = n - q + 1  # windows starting at 0..m-1 of the concatenated reads
+        fwd, rev = _window_values((codes & 3).astype(self.kind), q, self.kind)
+        not_acgt = np.concatenate(([0], np.cumsum(codes > 3, dtype=np.int64)))
+        lengths = np.diff(offsets)
+        read_of = np.repeat(np.arange(n_reads), lengths)
+        start = np.arange(m)
+        # a window holds no other letter and ends at or before its read's end
+        ok = (not_acgt[start + q] == not_acgt[start]) & (start + q <= offsets[1:][read_of[:m]])
+        hit = ok & (self._is_masked(fwd) | self._is_masked(rev))
+        # base j is covered when a masked window starts in [j - q + 1, j] (no window crosses a read's end)
+        runs = np.concatenate(([0], np.cumsum(hit, dtype=np.int64)))
+        j = np.arange(n)
+        covered = runs[np.minimum(j + 1, m)] - runs[np.maximum(j - q + 1, 0)] > 0
+        return np.bincount(read_of[covered], minlength=n_reads).astype(np.int64)

@@ -1,11 +1,14 @@
 """The MAPQ model (peanut_py/mapq.py) against a scalar transcription of BWA-MEM's default formula, its
-behaviour on small fixed cases, and the count of close rivals it is fed (postprocess.next_stratum_sizes)."""
+behaviour on small fixed cases, what it is fed (postprocess.next_stratum_sizes, the unseen rival's score, the
+bases of reads under masked q-grams against brute force) and the pair boost."""
 import math
 
 import numpy as np
 import pytest
 
-from peanut_py.mapq import MAPQ_COEF_LEN, MAPQ_MAX, close_rival_gap, mapq_model
+from peanut_py.filtration import guaranteed_errors
+from peanut_py.mapq import (MAPQ_COEF_LEN, MAPQ_MAX, PAIR_MAPQ_BOOST, UNSEEN_EXTRA_EDITS, MaskedQgrams,
+                            close_rival_gap, mapq_model, pair_mapq, unseen_rival_score)
 from peanut_py.options import Scoring
 from peanut_py.postprocess import next_stratum_sizes
 from peanut_py.ranking import rank_hits
@@ -14,9 +17,10 @@ SCORING = Scoring()
 Q = 16
 
 
-def mapq_reference(score, sub, n_sub, length, q=Q, s=SCORING):
-    """BWA-MEM's mem_approx_mapq_se with mapQ_coef_len = 50, one read at a time."""
-    sub = max(sub, q * s.match)
+def mapq_reference(score, sub, n_sub, length, q=Q, s=SCORING, unseen=None):
+    """BWA-MEM's mem_approx_mapq_se with mapQ_coef_len = 50, one read at a time; ``unseen`` (a rival the
+    filtration may have missed) raises sub as BWA's minimum seed score does."""
+    sub = max(sub, q * s.match, -1 if unseen is None else unseen)
     if sub >= score or score <= 0:
         return 0
     length = max(length, 1)
@@ -37,6 +41,11 @@ def test_the_model_equals_the_reference_on_random_inputs():
     n_sub = rng.integers(0, 6, n)
     got = mapq_model(score, sub, n_sub, length, Q, SCORING)
     want = [mapq_reference(*args) for args in zip(score.tolist(), sub.tolist(), n_sub.tolist(), length.tolist())]
+    assert got.tolist() == want
+    unseen = score - rng.integers(-10, 60, n)
+    got = mapq_model(score, sub, n_sub, length, Q, SCORING, unseen=unseen)
+    want = [mapq_reference(*args, unseen=u) for *args, u in
+            zip(score.tolist(), sub.tolist(), n_sub.tolist(), length.tolist(), unseen.tolist())]
     assert got.tolist() == want
 
 
@@ -79,3 +88,127 @@ def test_next_stratum_sizes_against_brute_force():
     want = [int((d == d.min() + 1).sum()) if len(d) else 0 for d in per_read]
     assert got.tolist() == want
     assert next_stratum_sizes(np.zeros(0, np.int64), np.zeros(4, np.int64), dist[:0], np.zeros(3)).tolist() == [0, 0, 0]
+
+
+def unseen_reference(n, covered, q=Q, step=1, s=SCORING):
+    """One read: the score of a rival UNSEEN_EXTRA_EDITS mismatches beyond the guarantee of the read shortened
+    by its covered bases less q - 1 (its unmasked q-grams)."""
+    n_eff = n if covered == 0 else min(n, max(0, n - covered + q - 1))
+    return n * s.match - (guaranteed_errors(n_eff, q, step) + UNSEEN_EXTRA_EDITS) * (s.match + s.mismatch)
+
+
+def test_unseen_rival_score_against_reference():
+    rng = np.random.default_rng(11)
+    n = rng.integers(20, 251, 3000)
+    covered = np.where(rng.random(3000) < 0.4, 0, rng.integers(0, 251, 3000) % (n + 1))
+    for step in (1, 3):
+        got = unseen_rival_score(n, Q, step, SCORING, covered=covered)
+        assert got.tolist() == [unseen_reference(a, c, step=step) for a, c in zip(n.tolist(), covered.tolist())]
+    assert unseen_rival_score(n, Q, 1, SCORING).tolist() == [unseen_reference(a, 0) for a in n.tolist()]
+    # 100 bases at q = 16: 5 edits guaranteed, a rival of 10 mismatches (score 50); 50 bases covered: 3
+    # guaranteed, 8 mismatches (60); all covered: none guaranteed, 4 mismatches (80)
+    assert unseen_rival_score([100, 100, 100], Q, 1, SCORING, covered=[0, 50, 100]).tolist() == [50, 60, 80]
+
+
+def test_masked_reads_get_less_mapq():
+    """The same hit and seen rival: the more of the read lies under masked q-grams, the less MAPQ."""
+    covered = np.array([0, 30, 60, 90, 100])
+    unseen = unseen_rival_score(np.full(5, 100), Q, 1, SCORING, covered=covered)
+    got = mapq_model(np.full(5, 85), np.full(5, 40), np.zeros(5), np.full(5, 100), Q, SCORING, unseen=unseen)
+    assert got.tolist() == sorted(got.tolist(), reverse=True)
+    assert got[0] == MAPQ_MAX and got[-1] <= 20
+
+
+def test_pair_boost():
+    q_se, q_pe = np.array([0, 10, 30, 0, 50]), np.array([60, 60, 45, 20, 60])
+    assert pair_mapq(q_se, q_pe).tolist() == [PAIR_MAPQ_BOOST, 50, 45, 20, 60]
+    # a mate whose unseen rival may score as well as its hit keeps its own MAPQ
+    ties = np.array([True, False, True, False, False])
+    assert pair_mapq(q_se, q_pe, ties).tolist() == [0, 50, 30, 20, 60]
+
+
+def masked_coverage_brute(reads, masked, q):
+    """Per read: its bases inside a q-base window (of the read, A0 C1 G2 T3 only) whose value or whose reverse
+    complement's value is in ``masked``; values as index/FORMAT.md, the first base most significant."""
+    masked = set(int(v) for v in masked)
+    out = []
+    for r in reads:
+        covered = np.zeros(len(r), dtype=bool)
+        for i in range(len(r) - q + 1):
+            w = [int(x) for x in r[i:i + q]]
+            if max(w) > 3:
+                continue
+            fwd = sum(c << 2 * (q - 1 - k) for k, c in enumerate(w))
+            rev = sum((3 - c) << 2 * k for k, c in enumerate(w))
+            if fwd in masked or rev in masked:
+                covered[i:i + q] = True
+        out.append(int(covered.sum()))
+    return out
+
+
+@pytest.mark.parametrize("q", [5, 11, 16, 20])
+def test_masked_coverage_against_brute_force(q):
+    rng = np.random.default_rng(q)
+    masked = np.unique(rng.integers(0, 4 ** q, 40, dtype=np.uint64))
+    reads = []
+    for _ in range(200):
+        r = rng.integers(0, 4, int(rng.integers(0, 60)))
+        for _ in range(int(rng.integers(0, 3))):  # plant masked q-grams, some as reverse complements
+            v = int(masked[rng.integers(len(masked))])
+            w = [(v >> 2 * (q - 1 - k)) & 3 for k in range(q)]
+            if rng.random() < 0.5:
+                w = [3 - c for c in w[::-1]]
+            at = int(rng.integers(0, len(r) + 1))
+            r = np.concatenate([r[:at], w, r[at:]])
+        if len(r) and rng.random() < 0.3:
+            r[rng.integers(len(r))] = 4  # N
+        reads.append(r.astype(np.uint8))
+    codes = np.concatenate(reads)
+    offsets = np.concatenate(([0], np.cumsum([len(r) for r in reads])))
+    want = masked_coverage_brute(reads, masked, q)
+    assert sum(want) > 0
+    assert MaskedQgrams(masked, q).coverage(codes, offsets).tolist() == want
+    # a slice of reads, with the offsets into the whole batch
+    assert MaskedQgrams(masked, q).coverage(codes, offsets[50:121]).tolist() == want[50:120]
+    assert MaskedQgrams(None, q).coverage(codes, offsets).tolist() == [0] * len(reads)
+
+
+def sam_columns(path):
+    """Per record of a SAM: (every field but MAPQ and the MQ tag, MAPQ)."""
+    out = []
+    for line in open(path):
+        if line.startswith("@"):
+            continue
+        f = line.rstrip("\n").split("\t")
+        out.append((tuple(f[:4] + f[5:11] + [t for t in f[11:] if not t.startswith("MQ:")]), int(f[4])))
+    return out
+
+
+@pytest.mark.parametrize("paired, mask", [(False, 20), (True, 3)], ids=["single", "paired"])
+def test_masked_qgrams_only_lower_mapq(tmp_path, monkeypatch, paired, mask):
+    """Real NA12878 reads on the bundled chr20 slice indexed with q-grams of more than ``mask`` copies masked: with
+    the masked q-grams known to MAPQ, no read moves and no MAPQ rises, and reads over masked repeats fall."""
+    from helpers import REPO, run_cli
+    from peanut_py import postprocess
+    from peanut_py.cli import main
+
+    example = REPO / "index" / "example"
+    index = tmp_path / "slice.h5"
+    rc, _, err = run_cli("index", example / "chr20_slice.fa.gz", "-o", index, "-m", str(mask))
+    assert rc == 0, err
+    reads = [str(example / f"NA12878_chr20_slice_2000pairs_R{m}.fastq.gz") for m in ((1, 2) if paired else (1,))]
+
+    def mapped(out):
+        try:
+            main(["map", str(index), *reads, "-o", str(out), "-t", "2"])
+        except SystemExit as e:
+            assert not e.code
+        return sam_columns(out)
+
+    with_masked = mapped(tmp_path / "with.sam")
+    monkeypatch.setattr(postprocess.MaskedQgrams, "coverage", lambda self, codes, offsets: np.zeros(len(offsets) - 1))
+    without = mapped(tmp_path / "without.sam")
+    assert [r for r, _ in with_masked] == [r for r, _ in without]
+    lower = sum(a < b for (_, a), (_, b) in zip(with_masked, without))
+    assert all(a <= b for (_, a), (_, b) in zip(with_masked, without))
+    assert lower > 0

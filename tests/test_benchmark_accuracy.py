@@ -1,0 +1,108 @@
+"""benchmarks/accuracy.py's checks without running a mapper: correct and wrong reads per MAPQ cut-off from a
+hand-made SAM, the dominance of one curve over another, the calibration rule with its counting-noise
+allowance, and the report's marks and counts."""
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # benchmarks/ is a package of the repository, not of the installed peanut_py
+
+from benchmarks import accuracy, report, scoring  # noqa: E402
+
+SEQ, QUAL = "A" * 20, "I" * 20
+
+
+def write_sam(path, records):
+    """records: (qname, flag, rname, pos, mapq, cigar)"""
+    with open(path, "w") as f:
+        f.write("@HD\tVN:1.6\n@SQ\tSN:1\tLN:100000\n")
+        for qname, flag, rname, pos, mapq, cigar in records:
+            f.write("\t".join(map(str, [qname, flag, rname, pos, mapq, cigar, "*", 0, 0, SEQ, QUAL])) + "\n")
+    return str(path)
+
+
+def truth_of(places):
+    truth = scoring.Truth()
+    for name, pos in places.items():
+        truth.add((name, 0), scoring.placement("1", pos, "20M", False))
+    return truth
+
+
+TRUTH = truth_of({"a": 100, "b": 200, "c": 300, "d": 400, "e": 500})
+
+
+def score_of(tmp_path, name, records):
+    return scoring.score_sam(write_sam(tmp_path / name, records), TRUTH, tolerance=5,
+                             thresholds=(0,) + accuracy.THRESHOLDS)
+
+
+def test_correct_and_wrong_per_cutoff(tmp_path):
+    s = score_of(tmp_path, "x.sam", [
+        ("a", 0, "1", 100, 60, "20M"),  # correct, 60
+        ("b", 0, "1", 203, 25, "20M"),  # correct (3 bp off), 25
+        ("c", 0, "1", 900, 30, "20M"),  # wrong, 30
+        ("d", 16, "1", 400, 60, "20M"),  # wrong strand, 60
+        ("e", 4, "*", 0, 0, "*"),  # unmapped
+    ])
+    got = scoring.correct_wrong_at(s, accuracy.THRESHOLDS)
+    assert got == {1: (2, 2), 10: (2, 2), 20: (2, 2), 30: (1, 2), 60: (1, 1)}
+
+
+def test_dominance_and_marks(tmp_path):
+    ours = score_of(tmp_path, "ours.sam", [("a", 0, "1", 100, 60, "20M"), ("b", 0, "1", 200, 40, "20M"),
+                                           ("c", 0, "1", 900, 15, "20M")])
+    bwa = score_of(tmp_path, "bwa.sam", [("a", 0, "1", 100, 60, "20M"), ("b", 0, "1", 200, 10, "20M"),
+                                         ("c", 0, "1", 900, 3, "20M")])
+    minibwa = score_of(tmp_path, "minibwa.sam", [("a", 0, "1", 100, 60, "20M"), ("b", 0, "1", 200, 60, "20M"),
+                                                 ("c", 0, "1", 900, 0, "20M")])
+    assert scoring.dominates((10, 1), (10, 1)) == (True, True)
+    assert scoring.dominates((9, 0), (10, 1)) == (False, True)
+    check = accuracy.checks({"peanut-best": {"score": ours}, "bwa": {"score": bwa}, "minibwa": {"score": minibwa}})
+    # ours keeps b at >= 20 and 30 (bwa does not) but also the wrong c at >= 1 and 10 (bwa at >= 1, minibwa never)
+    assert report.dominance_mark(check, 1) == "w>minibwa"
+    assert report.dominance_mark(check, 10) == "w>bwa w>minibwa"
+    assert report.dominance_mark(check, 20) == "✓"
+    assert report.dominance_mark(check, 60) == "c<minibwa"
+    results = {"sets": {"g/x": {"genome": "g"}}, "checks": {"g/x": check}}
+    # five cut-offs: wrong > bwa at 10 only; minibwa: wrong more at 1 and 10, correct fewer at 60
+    assert report.dominance_counts(results, ["g"]) == {"bwa": (5, 4, 5), "minibwa": (4, 3, 5)}
+    assert report.dominance_counts(results, ["other"]) == {}
+    assert set(check["calibration"]) == {"peanut-best", "bwa", "minibwa"}
+
+
+@pytest.mark.parametrize("n, wrong, mapq, ok", [
+    (50000, 0, 60, True),  # 0.05 wrong expected: none seen is no evidence against the claim
+    (50000, 3, 60, False),  # 3 wrong where at most 0.15 are allowed
+    (10000, 100, 20, True),  # exactly as claimed
+    (10000, 290, 20, True),  # just under 3x
+    (10000, 400, 20, False),  # 4x: far beyond noise at this count
+    (10000, 20, 20, False),  # 5x fewer errors than claimed: MAPQ too low
+    (10000, 30, 20, True),  # 3.3x fewer, within the noise of 33 expected at the bound
+    (2000, 600, 0, False),  # MAPQ 0 claims certain error: 30 % wrong is more than 3x below it ...
+    (2000, 700, 0, True),  # ... 35 % is not
+])
+def test_calibration_rule(n, wrong, mapq, ok):
+    assert scoring.calibration_bin_ok(n, wrong, mapq) is ok
+
+
+def test_calibration_check_keeps_bins_of_enough_reads():
+    cal = [{"mapq": 0, "n": 3000, "wrong": 1500, "frac_wrong": 0.5, "expected": 1.0},
+           {"mapq": 7, "n": 999, "wrong": 900, "frac_wrong": 0.9, "expected": 0.2},
+           {"mapq": 60, "n": 45000, "wrong": 4, "frac_wrong": 4 / 45000, "expected": 1e-6}]
+    got = scoring.calibration_check(cal)
+    assert [(b["mapq"], b["ok"]) for b in got] == [(0, True), (60, False)]
+    assert got[1]["ratio"] == pytest.approx(4 / 45000 / 1e-6)
+
+
+def test_stored_score_keeps_what_the_checks_and_plots_need(tmp_path):
+    full = score_of(tmp_path, "x.sam", [("a", 0, "1", 100, 60, "20M"), ("b", 0, "1", 200, 25, "20M"),
+                                        ("c", 0, "1", 900, 25, "20M"), ("d", 16, "1", 400, 3, "20M")])
+    stored = accuracy.stored_score(full)
+    assert "curve" not in stored and accuracy.stored_score(stored) == stored
+    assert scoring.curve_of(stored["calibration"]) == [{k: p[k] for k in ("mapq", "mapped", "wrong")}
+                                                       for p in full["curve"]]
+    assert scoring.correct_wrong_at(stored, accuracy.THRESHOLDS) == scoring.correct_wrong_at(full, accuracy.THRESHOLDS)
+    runs_full, runs_stored = {"peanut-best": {"score": full}}, {"peanut-best": {"score": stored}}
+    assert accuracy.checks(runs_full) == accuracy.checks(runs_stored)
