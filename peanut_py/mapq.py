@@ -1,6 +1,8 @@
 """The MAPQ model: BWA-MEM's shape fed with peanut's hits, for single reads and for mates of a pair."""
 import numpy as np
 
+from ._masked import masked_coverage
+
 MAPQ_MAX = 60  # the largest MAPQ reported (BWA's)
 PAIR_MAPQ_BOOST = 40  # a pinned mate's MAPQ rises to at most its own + 40 (BWA)
 
@@ -77,30 +79,6 @@ def pair_mapq(q_se, q_pe, unseen_ties=None):
     return raised if unseen_ties is None else np.where(unseen_ties, q_se, raised)
 
 
-def _window_values(codes, q, kind):
-    """q-gram values of every window of ``codes`` (2-bit base codes, as ``kind``), forward and of the reverse
-    complement, built by doubling the window length (log2 q passes over the bases instead of q)."""
-    fwd_p, rev_p, p = codes, kind(3) - codes, 1
-    fwd = rev = None  # the windows of the powers of two taken so far, length `have`
-    have = 0
-    while True:
-        if q & p:
-            if fwd is None:
-                fwd, rev = fwd_p, rev_p
-            else:
-                m = min(len(fwd), len(fwd_p) - have)
-                fwd = (fwd[:m] << kind(2 * p)) | fwd_p[have:have + m]
-                rev = rev[:m] | (rev_p[have:have + m] << kind(2 * have))
-            have += p
-        if 2 * p > q:
-            break
-        m = len(fwd_p) - p
-        fwd_p = (fwd_p[:m] << kind(2 * p)) | fwd_p[p:p + m]
-        rev_p = rev_p[:m] | (rev_p[p:p + m] << kind(2 * p))
-        p *= 2
-    return fwd, rev
-
-
 class MaskedQgrams:
     """The q-gram values an index masked as over-frequent (ascending), and which bases of reads they cover.
 
@@ -115,42 +93,19 @@ class MaskedQgrams:
         self.values = np.asarray(masked if masked is not None else [], dtype=self.kind)
         self.table = np.zeros(1 << self.HASH_BITS, dtype=bool)
         self.table[self._hash(self.values)] = True
+        self._table_u8 = self.table.view(np.uint8)
+        self._values_u64 = self.values.astype(np.uint64)
 
     def _hash(self, v):
         bits = 8 * np.dtype(self.kind).itemsize
         return ((v * self.kind(2654435761)) >> self.kind(bits - self.HASH_BITS)).astype(np.intp)
 
-    def _is_masked(self, v):
-        out = self.table[self._hash(v)]
-        cand = np.flatnonzero(out)
-        at = np.minimum(np.searchsorted(self.values, v[cand]), len(self.values) - 1)
-        out[cand] = self.values[at] == v[cand]
-        return out
-
     def coverage(self, codes, offsets):
         """Per read (``codes[offsets[i]:offsets[i + 1]]``, base codes A0 C1 G2 T3, other letters 4): its bases
         covered by a masked q-gram of either strand (values as in index/FORMAT.md, first base most
         significant)."""
-        offsets = np.asarray(offsets, dtype=np.int64)
-        n_reads = len(offsets) - 1
-        if n_reads <= 0:
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        if len(offsets) <= 1:
             return np.zeros(0, dtype=np.int64)
-        codes = np.asarray(codes[int(offsets[0]):int(offsets[-1])], dtype=np.uint8)
-        offsets = offsets - offsets[0]
-        q, n = self.q, len(codes)
-        if len(self.values) == 0 or n < q:
-            return np.zeros(n_reads, dtype=np.int64)
-        m = n - q + 1  # windows starting at 0..m-1 of the concatenated reads
-        fwd, rev = _window_values((codes & 3).astype(self.kind), q, self.kind)
-        not_acgt = np.concatenate(([0], np.cumsum(codes > 3, dtype=np.int64)))
-        lengths = np.diff(offsets)
-        read_of = np.repeat(np.arange(n_reads), lengths)
-        start = np.arange(m)
-        # a window holds no other letter and ends at or before its read's end
-        ok = (not_acgt[start + q] == not_acgt[start]) & (start + q <= offsets[1:][read_of[:m]])
-        hit = ok & (self._is_masked(fwd) | self._is_masked(rev))
-        # base j is covered when a masked window starts in [j - q + 1, j] (no window crosses a read's end)
-        runs = np.concatenate(([0], np.cumsum(hit, dtype=np.int64)))
-        j = np.arange(n)
-        covered = runs[np.minimum(j + 1, m)] - runs[np.maximum(j - q + 1, 0)] > 0
-        return np.bincount(read_of[covered], minlength=n_reads).astype(np.int64)
+        return masked_coverage(np.ascontiguousarray(codes, dtype=np.uint8), offsets, self._table_u8,
+                               self._values_u64, self.q, self.HASH_BITS)
