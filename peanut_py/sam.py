@@ -19,7 +19,7 @@ import numpy as np
 
 from ._bam import RefNames, sam_to_bam
 from ._version import __version__
-from .bgzf import BgzfWriter, bam_header
+from .bgzf import BgzfWriter, bam_header, compression_threads
 from .errors import PeanutError
 from .outfiles import temporary_beside
 
@@ -278,7 +278,7 @@ class _SamFileWriter(_AtomicFileWriter):
 class _BamWriter(_Writer):
     """BAM: each block of SAM records becomes BAM records (``encode``, which the pipeline runs on its
     postprocessing pool, without the interpreter lock: _bam.pyx) and the record stream is BGZF-compressed
-    (bgzf.py, on ``threads`` threads) into a byte writer: a file replaced atomically, or a stream."""
+    (bgzf.py, on a quarter of ``threads``) into a byte writer: a file replaced atomically, or a stream."""
 
     def __init__(self, inner, header, threads=1):
         self._inner = inner
@@ -286,7 +286,7 @@ class _BamWriter(_Writer):
         self._done = False
         names, lengths = _reference_dictionary(header)
         self._refs = RefNames(names)
-        self._bgzf = BgzfWriter(inner.write, threads)
+        self._bgzf = BgzfWriter(inner.write, compression_threads(threads))
         try:
             self._bgzf.write(bam_header(header, names, lengths))
             self._bgzf.flush()  # the records start in a block of their own, as htslib writes them
@@ -411,7 +411,7 @@ def open_output(path, header, fmt=None, threads=1, hit_only=False):
     """A writer with write(text_block) (str or UTF-8 bytes), close(), abort() and context management.
 
     path None or '-': stdout; an existing special file (device, FIFO): written in place, streamed; otherwise an
-    atomically replaced file. `threads`: BAM compression threads. `hit_only`: leave out unmapped reads
+    atomically replaced file. `threads`: the run's threads (BAM compresses on a quarter of them). `hit_only`: leave out unmapped reads
     (:func:`drop_unmapped`).
     """
     writer = _open_writer(path, header, output_format(path, fmt), threads)

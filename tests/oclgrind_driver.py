@@ -216,7 +216,7 @@ def run_sequentially(batches, device_step, post_steps, write, threads=1, queue_s
 def main(workdir):
     import pyopencl as cl
 
-    from peanut_py import cli, mapping
+    from peanut_py import cli, device as device_module, mapping
     from peanut_py.device import KERNEL_DIR, Device
 
     workdir = Path(workdir)
@@ -236,7 +236,7 @@ def main(workdir):
     cl.Kernel.__call__ = recording_call
     mapping.run_pipeline = run_sequentially
     mapping._warm_up = lambda *args, **kwargs: None  # the programs build on first use, in this thread
-    mapping.Device = RecordedDevice
+    device_module.Device = RecordedDevice  # the class open_devices makes the run's device from
     cli.main(["map", "--device", "oclgrind", "-o", str(workdir / "map.sam"), str(workdir / "ref.h5"),
               *(str(workdir / a) if a.endswith(".fq") else a for a in MAP_ARGS)])
     # the wrappers with a CPU device's buffer handling (host memory: folded index, blocked kmer scan,
