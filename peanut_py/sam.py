@@ -411,8 +411,8 @@ def open_output(path, header, fmt=None, threads=1, hit_only=False):
     """A writer with write(text_block) (str or UTF-8 bytes), close(), abort() and context management.
 
     path None or '-': stdout; an existing special file (device, FIFO): written in place, streamed; otherwise an
-    atomically replaced file. `threads`: the run's threads (BAM compresses on a quarter of them). `hit_only`: leave out unmapped reads
-    (:func:`drop_unmapped`).
+    atomically replaced file. `threads`: the run's threads (BAM compresses on a quarter of them).
+    `hit_only`: leave out unmapped reads (:func:`drop_unmapped`).
     """
     writer = _open_writer(path, header, output_format(path, fmt), threads)
     return _HitOnlyWriter(writer) if hit_only else writer
