@@ -171,7 +171,8 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
                     f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload), the "
                     f"q-group index ({index_fixed_bytes(index.q, fold=default_fold(d)) / 2**20:,.0f} MiB) and per batch "
                     f"of up to {batch_size:,} reads what its reads and hits need")
-            n, kind = (workers.n, ("process", "processes")) if workers is not None else (threads, ("thread", "threads"))
+            n, kind = (workers.n, ("process", "processes")) if workers is not None \
+                else (threads, ("thread", "threads"))
             log(f"-t {requested}: {n} postprocessing {kind[n > 1]}"
                 + (f", {len(devices)} devices" if len(devices) > 1 else ""))
         stages = [DeviceStage(d, r, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection,
