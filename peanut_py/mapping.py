@@ -222,6 +222,7 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
     device); returns the summary."""
     stats = {"raw_hits": 0, "candidates": 0, "too_long": 0}
     device_parts = {}  # seconds of the device stage's parts (index, filter, validate, clipped)
+    started = {}  # seconds from the start of the run to the first batch on a device
     stats_lock = threading.Lock()
 
     def device_step_of(stage):
@@ -231,6 +232,8 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
                     "one after the other (same output; --batch-size or --memory-cap make batches smaller)")
 
         def device_step(batch):
+            if "first_batch" not in started:
+                started["first_batch"] = time.perf_counter() - t_start
             result = stage.map_batch_or_split(batch.codes, batch.offsets, on_split=split)
             with stats_lock:
                 for part, seconds in result.seconds.items():
@@ -264,6 +267,7 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
         "candidates_per_read": stats["candidates"] / max(n_reads, 1),
         "raw_hits_per_read": stats["raw_hits"] / max(n_reads, 1),
         "too_long": stats["too_long"],
+        "start_up": started.get("first_batch"),
     }
     summary, line = part.summary(n_reads, counts, summary)
     if stats["too_long"]:
@@ -272,7 +276,8 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
     if log:
         stage_text = ", ".join(f"{k} {v:.1f} s" + (_parts(device_parts) if k == "device" else "")
                                for k, v in sorted(times.seconds.items()))
-        log(f"{line}; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s)")
+        start_up = f", the first batch on the device after {started['first_batch']:.1f} s" if started else ""
+        log(f"{line}; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s{start_up})")
         log(f"stage seconds (summed over threads): {stage_text}")
     return summary
 
