@@ -1,9 +1,13 @@
 // Filtration (PEANUT, Algorithm 2): reference q-grams against the q-group index of a read buffer, then the
 // raw hits grouped by read strand, sorted by diagonal and collapsed into candidates on the device.
 //
-// Defines: Q, S_STRIDE, FOLD (as for qgroup.cl), STARTS_T (uint or ulong: type of the q-gram table's CSR starts),
+// Defines: Q, S_STRIDE, FOLD (as for qgroup.cl), STARTS_T (uint or ulong: type of the q-gram table's bucket
+// starts), SUFFIX_BITS (2Q minus the bucket table's bits: the bits of a q-gram value below its bucket),
 // EMIT_BLOCK (hits per work-item of the emit pass), SORT_BLOCK (slot entries sorted by insertion before
-// merging).  Hits are produced for the read strands whose text lies in [t0, t1) only (read strands
+// merging).
+// The reference's q-gram table (docs/FORMAT.md) is P, the indexed positions sorted by (q-gram value,
+// position), and a bucket table: bucket b holds positions[buckets[b] .. buckets[b + 1]), those whose q-gram
+// value has the top bits b.  The value of a position is read from the packed sequence (qgram_at).  Hits are produced for the read strands whose text lies in [t0, t1) only (read strands
 // r0 .. r1 - 1), so that a buffer's hits can be processed in ranges of read strands of bounded size.
 // A raw hit is one pair (reference position p of a kept q-gram, text position t of the same q-gram in the
 // read buffer) on read strand rs = pos_rs[t]; it is stored as its diagonal p - (offset of t in rs) in the
@@ -21,6 +25,26 @@
 #ifndef SORT_BLOCK
 #define SORT_BLOCK 16
 #endif
+#ifndef SUFFIX_BITS
+#define SUFFIX_BITS 0
+#endif
+
+// q-gram value (first base in the highest bits) of the Q bases at global position p of the packed sequence
+// (base g in bits 2 * (g & 15) of word g >> 4).  The second word is read only when the q-gram reaches into
+// it, so a q-gram ending at the last base of the sequence reads nothing beyond it.
+inline uint qgram_at(__global const uint *packed, uint p)
+{
+    uint w = p >> 4, o = p & 15u;
+    ulong x = packed[w];
+    if (o + Q > 16) x |= (ulong)packed[w + 1] << 32;
+    uint y = (uint)(x >> (2 * o));  // base p + k in bits 2k, 2k + 1
+    // reverse the order of the sixteen 2-bit fields: base p + k moves to bits 30 - 2k, 31 - 2k
+    y = (y >> 16) | (y << 16);
+    y = ((y >> 8) & 0x00FF00FFu) | ((y & 0x00FF00FFu) << 8);
+    y = ((y >> 4) & 0x0F0F0F0Fu) | ((y & 0x0F0F0F0Fu) << 4);
+    y = ((y >> 2) & 0x33333333u) | ((y & 0x33333333u) << 2);
+    return Q == 16 ? y : y >> (32 - 2 * Q);
+}
 
 // First entry of O[lo .. hi) (ascending within a q-gram) that is >= t.
 inline uint lower_bound_O(__global const uint *O, uint lo, uint hi, uint t)
@@ -52,38 +76,94 @@ inline void index_pair_in(__global const uint *I, __global const uint *S, __glob
 #define INDEX_ARGS __global const uint *I, __global const uint *S, __global const uint *Sp, \
                    __global const uint *O, __global const uchar *Ob, const uint t0, const uint t1
 
-// Kmers of the chunk that occur in the read buffer (bit of their key set in I; with FOLD a superset, whose
-// extra kmers then find no occurrences), appended in any order: a chromosome's table has ~10^8 kmers, of
-// which a read buffer meets a fraction (chr20, 32,768 reads of 100 bp: 5 %), so the counting and emit
-// passes and their per-kmer arrays run over this list only.  The order only decides where runs land in the
-// slots, which are sorted afterwards.  Each work-item takes PRESENT_BLOCK consecutive kmers: on a CPU device
-// (PRESENT_BLOCK 256) it counts its kmers first and reserves their places with one atomic_add, since one
-// atomic_inc per present kmer on a single counter kept the cores trading its cache line (chr20, 32,768
-// reads of 150 bp: 5.2 M appends); a GPU (PRESENT_BLOCK 1) keeps neighbouring work-items on neighbouring
-// kmers.  (Aggregating the atomics per work-group through local memory was 2x slower on PoCL.)
+// Kmers of the chunk that occur in the read buffer, appended in any order as their value (present_value[j])
+// and their range of the chunk's positions (present_range[2j], present_range[2j + 1]).  Work-items take
+// buckets: a bucket none of whose values has its key set in I is skipped without reading its positions (a
+// read buffer's q-grams fall into a few percent of a large genome's buckets); in the others each run of
+// equal values, read from the packed sequence, is one kmer, listed when the q-group index holds it (INDEXPAIR
+// non-empty, so with FOLD no kmer that merely shares a key is listed).  So the list is never longer than the
+// read buffer's distinct q-grams, and the counting and emit passes and their per-kmer arrays run over it
+// only.  The order only decides where runs land in the slots, which are sorted afterwards.  Each work-item
+// takes PRESENT_BLOCK consecutive buckets: on a CPU device (PRESENT_BLOCK 256) it counts its kmers first and
+// reserves their places with one atomic_add, since one atomic_inc per present kmer on a single counter kept
+// the cores trading its cache line; a GPU (PRESENT_BLOCK 1) keeps neighbouring work-items on neighbouring
+// buckets.  (Aggregating the atomics per work-group through local memory was 2x slower on PoCL.)
 #ifndef PRESENT_BLOCK
 #define PRESENT_BLOCK 1
 #endif
-inline bool key_present(__global const uint *I, uint g)
+
+// Whether any value of bucket b may be in the read buffer: a bit of I set among the keys of its values.  A
+// bucket whose keys span more than a few words of I (a small genome's table has few bits) is scanned anyway.
+inline bool bucket_may_be_present(__global const uint *I, uint b)
 {
-    g = qgram_key(g);
-    return (I[g >> 5] >> (g & 31u)) & 1u;
+    ulong v0 = (ulong)b << SUFFIX_BITS, v1 = (((ulong)b + 1) << SUFFIX_BITS) - 1;
+    uint k0 = (uint)(v0 >> FOLD_BITS), k1 = (uint)(v1 >> FOLD_BITS);
+    uint w0 = k0 >> 5, w1 = k1 >> 5;
+    if (w1 - w0 > 4) return true;
+    for (uint w = w0; w <= w1; ++w) {
+        uint word = I[w];
+        if (w == w0) word &= 0xFFFFFFFFu << (k0 & 31u);
+        if (w == w1 && (k1 & 31u) != 31u) word &= (2u << (k1 & 31u)) - 1u;
+        if (word) return true;
+    }
+    return false;
 }
 
-__kernel void present_kmers(__global const uint *kmers, const ulong k_base, const uint n_k,
-                            __global const uint *I, __global uint *present, __global uint *n_present)
+#define PRESENT_ARGS __global const uint *packed, __global const uint *I, __global const uint *S, \
+                     __global const uint *Sp, __global const uchar *Ob
+
+// The present kmers of bucket b (chunk entry b - b_base): counted (write 0), written from present[at] (write
+// 1) or each at a place taken with atomic_inc (write 2).  Returns their number.
+inline uint bucket_kmers(__global const STARTS_T *buckets, ulong entry, uint b, __global const uint *positions,
+                         PRESENT_ARGS, int write, uint at, __global uint *present_value,
+                         __global STARTS_T *present_range, __global uint *n_present)
 {
-    uint k0 = get_global_id(0) * PRESENT_BLOCK;
-    if (k0 >= n_k) return;
+    if (!bucket_may_be_present(I, b)) return 0;
+    STARTS_T r = buckets[entry], hi = buckets[entry + 1];
+    uint n = 0;
+    uint g = r < hi ? qgram_at(packed, positions[r]) : 0;
+    while (r < hi) {
+        STARTS_T e = r + 1;
+        uint next = 0;
+        while (e < hi && (next = qgram_at(packed, positions[e])) == g) ++e;
+        uint ks, ke;
+        index_pair(I, S, Sp, Ob, g, &ks, &ke);
+        if (ks < ke) {
+            uint k = write == 2 ? atomic_inc(n_present) : at + n;
+            if (write) {
+                present_value[k] = g;
+                present_range[2 * k] = r;
+                present_range[2 * k + 1] = e;
+            }
+            ++n;
+        }
+        r = e;
+        g = next;
+    }
+    return n;
+}
+
+// Buckets b_base .. b_base + n_b - 1 of the chunk's bucket table, whose first is bucket first_bucket.
+__kernel void present_kmers(__global const STARTS_T *buckets, const ulong b_base, const uint n_b,
+                            const uint first_bucket, __global const uint *positions, PRESENT_ARGS,
+                            __global uint *present_value, __global STARTS_T *present_range,
+                            __global uint *n_present)
+{
+    uint b0 = get_global_id(0) * PRESENT_BLOCK;
+    if (b0 >= n_b) return;
 #if PRESENT_BLOCK == 1
-    if (key_present(I, kmers[k_base + k0])) present[atomic_inc(n_present)] = k0;
+    bucket_kmers(buckets, b_base + b0, first_bucket + b0, positions, packed, I, S, Sp, Ob, 2, 0, present_value,
+                 present_range, n_present);
 #else
-    uint k1 = min(k0 + PRESENT_BLOCK, n_k), n = 0;
-    for (uint k = k0; k < k1; ++k) n += key_present(I, kmers[k_base + k]);
+    uint b1 = min(b0 + PRESENT_BLOCK, n_b), n = 0;
+    for (uint b = b0; b < b1; ++b)
+        n += bucket_kmers(buckets, b_base + b, first_bucket + b, positions, packed, I, S, Sp, Ob, 0, 0,
+                          present_value, present_range, n_present);
     if (n == 0) return;
     uint at = atomic_add(n_present, n);
-    for (uint k = k0; k < k1; ++k)
-        if (key_present(I, kmers[k_base + k])) present[at++] = k;
+    for (uint b = b0; b < b1; ++b)
+        at += bucket_kmers(buckets, b_base + b, first_bucket + b, positions, packed, I, S, Sp, Ob, 1, at,
+                           present_value, present_range, n_present);
 #endif
 }
 
@@ -96,18 +176,17 @@ __kernel void present_kmers(__global const uint *kmers, const ulong k_base, cons
 // write one entry), which strand_hits then sums per read strand.  On a CPU device the atomics, contended by every core, cost
 // most of the pass, and the writes and the sum a small part of it.  uint counters wrap only when a range has
 // 2^32 hits or more; such a range exceeds every hit window and is split before its slot sizes are used.
-__kernel void count_hits(__global const uint *kmers, __global const STARTS_T *starts, const ulong k_base,
-                         __global const uint *present, const uint n_present, INDEX_ARGS,
+__kernel void count_hits(__global const uint *present_value, __global const STARTS_T *present_range,
+                         const uint n_present, INDEX_ARGS,
                          __global const uint *pos_rs, const uint r0, const uint count_rs,
                          __global uint *rs_hits, __global ulong *counts, __global uint *occ,
                          __global uint *hits_at)
 {
     uint j = get_global_id(0);
     if (j >= n_present) return;
-    ulong kk = k_base + present[j];
     uint ks, ke;
-    index_pair_in(I, S, Sp, O, Ob, kmers[kk], t0, t1, &ks, &ke);
-    ulong n_ref = starts[kk + 1] - starts[kk];
+    index_pair_in(I, S, Sp, O, Ob, present_value[j], t0, t1, &ks, &ke);
+    ulong n_ref = present_range[2 * j + 1] - present_range[2 * j];
     counts[j] = (ulong)(ke - ks) * n_ref;
     occ[2 * j] = ks;
     occ[2 * j + 1] = ke;
@@ -131,15 +210,15 @@ __kernel void strand_hits(__global const uint *hits_at, __global const uint *rs_
 
 // Emit pass (lines 8-14) for the hits numbered [w0, w1) of the chunk (offsets = exclusive prefix sum of
 // counts over the present kmers, occ = their occurrences from the counting pass).  Hit number offsets[j] +
-// b * n_ref + a pairs read occurrence b with reference position a of kmer present[j], so consecutive hits
+// b * n_ref + a pairs read occurrence b with reference position a of present kmer j, so consecutive hits
 // of one occurrence are one run of its read strand: the run takes its place in the slot with one
 // atomic_add on the slot's cursor and is written in table order (ascending positions, hence ascending
 // diagonals, which the slot sort then finds as runs).  Work-item u emits the EMIT_BLOCK hits from w0 + u *
 // EMIT_BLOCK: every work-item does the same amount of work however skewed the hits per kmer are (a kmer
 // kept 1000 times in the reference meeting a q-gram that 10^4 reads share would otherwise leave one
 // work-item with 10^7 hits); its first kmer is found by binary search in offsets.
-__kernel void emit_hits(__global const STARTS_T *starts, const ulong k_base, __global const uint *present,
-                        const uint n_present, __global const uint *O, __global const uint *occ,
+__kernel void emit_hits(__global const STARTS_T *present_range, const uint n_present, __global const uint *O,
+                        __global const uint *occ,
                         __global const uint *positions, __global const uint *pos_rs,
                         __global const uint *rs_start, __global const ulong *offsets, const ulong w0,
                         const ulong w1, const uint r0, __global uint *cursor, __global uint *diags)
@@ -157,9 +236,8 @@ __kernel void emit_hits(__global const STARTS_T *starts, const ulong k_base, __g
     for (uint j = lo; h < h_end; ++j) {
         // Kmers whose hits all lie before h (none at all, e.g. occurrences outside [t0, t1)): skip them.
         if (j + 1 < n_present && offsets[j + 1] <= h) continue;
-        ulong kk = k_base + present[j];
         uint ks = occ[2 * j], ke = occ[2 * j + 1];
-        ulong p0 = starts[kk], n_ref = starts[kk + 1] - p0, base = offsets[j];
+        ulong p0 = present_range[2 * j], n_ref = present_range[2 * j + 1] - p0, base = offsets[j];
         ulong stop = min(h_end, base + n_ref * (ulong)(ke - ks));
         if (h >= stop) continue;
         uint b = ks + (uint)((h - base) / n_ref);
@@ -178,48 +256,34 @@ __kernel void emit_hits(__global const STARTS_T *starts, const ulong k_base, __g
     }
 }
 
-// Per-position variant of the two passes (the paper's loop over P): one work-item per reference position of
-// the chunk; its kmer is found by binary search in the CSR starts.  Every hit is a run of its own.
-inline ulong kmer_of_position(__global const STARTS_T *starts, ulong k_base, uint n_k, ulong j)
-{
-    ulong lo = k_base, hi = k_base + n_k;  // starts[lo] <= j < starts[hi]
-    while (hi - lo > 1) {
-        ulong mid = lo + (hi - lo) / 2;
-        if (starts[mid] <= j) lo = mid; else hi = mid;
-    }
-    return lo;
-}
-
-__kernel void count_hits_by_position(__global const uint *kmers, __global const STARTS_T *starts,
-                                     const ulong k_base, const uint n_k, INDEX_ARGS, const ulong first,
-                                     const uint n_pos, __global const uint *pos_rs, const uint r0,
-                                     const uint count_rs, __global uint *rs_hits, __global ulong *counts)
+// Per-position variant of the two passes (the paper's loop over P): one work-item per position first + x of
+// the chunk, its q-gram value read from the packed sequence.  Every hit is a run of its own.
+__kernel void count_hits_by_position(__global const uint *packed, __global const uint *positions, INDEX_ARGS,
+                                     const ulong first, const uint n_pos, __global const uint *pos_rs,
+                                     const uint r0, const uint count_rs, __global uint *rs_hits,
+                                     __global ulong *counts)
 {
     uint x = get_global_id(0);
     if (x >= n_pos) return;
-    ulong kk = kmer_of_position(starts, k_base, n_k, first + x);
     uint ks, ke;
-    index_pair_in(I, S, Sp, O, Ob, kmers[kk], t0, t1, &ks, &ke);
+    index_pair_in(I, S, Sp, O, Ob, qgram_at(packed, positions[first + x]), t0, t1, &ks, &ke);
     counts[x] = ke - ks;
     if (count_rs)
         for (uint b = ks; b < ke; ++b) atomic_inc(&rs_hits[pos_rs[O[b]] - r0]);
 }
 
-__kernel void emit_hits_by_position(__global const uint *kmers, __global const STARTS_T *starts,
-                                    const ulong k_base, const uint n_k, INDEX_ARGS, const ulong first,
-                                    const uint n_pos, __global const uint *positions,
-                                    __global const uint *pos_rs, __global const uint *rs_start,
-                                    __global const ulong *offsets, const ulong w0, const ulong w1, const uint r0,
-                                    __global uint *cursor, __global uint *diags)
+__kernel void emit_hits_by_position(__global const uint *packed, __global const uint *positions, INDEX_ARGS,
+                                    const ulong first, const uint n_pos, __global const uint *pos_rs,
+                                    __global const uint *rs_start, __global const ulong *offsets, const ulong w0,
+                                    const ulong w1, const uint r0, __global uint *cursor, __global uint *diags)
 {
     uint x = get_global_id(0);
     if (x >= n_pos) return;
-    ulong kk = kmer_of_position(starts, k_base, n_k, first + x);
+    uint p = positions[first + x];
     uint ks, ke;
-    index_pair_in(I, S, Sp, O, Ob, kmers[kk], t0, t1, &ks, &ke);
+    index_pair_in(I, S, Sp, O, Ob, qgram_at(packed, p), t0, t1, &ks, &ke);
     ulong base = offsets[x];
     ulong lo = max(base, w0), hi = min(base + (ke - ks), w1);
-    uint p = positions[first + x];
     for (ulong h = lo; h < hi; ++h) {
         uint t = O[ks + (uint)(h - base)];
         uint rs = pos_rs[t];
