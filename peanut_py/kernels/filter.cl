@@ -93,13 +93,14 @@ inline void index_pair_in(__global const uint *I, __global const uint *S, __glob
 #endif
 
 // Whether any value of bucket b may be in the read buffer: a bit of I set among the keys of its values.  A
-// bucket whose keys span more than a few words of I (a small genome's table has few bits) is scanned anyway.
+// bucket whose keys span more than 32 words of I (two cache lines; a small genome's table has few bits) is
+// scanned anyway.
 inline bool bucket_may_be_present(__global const uint *I, uint b)
 {
     ulong v0 = (ulong)b << SUFFIX_BITS, v1 = (((ulong)b + 1) << SUFFIX_BITS) - 1;
     uint k0 = (uint)(v0 >> FOLD_BITS), k1 = (uint)(v1 >> FOLD_BITS);
     uint w0 = k0 >> 5, w1 = k1 >> 5;
-    if (w1 - w0 > 4) return true;
+    if (w1 - w0 >= 32) return true;
     for (uint w = w0; w <= w1; ++w) {
         uint word = I[w];
         if (w == w0) word &= 0xFFFFFFFFu << (k0 & 31u);
