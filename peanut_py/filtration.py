@@ -24,9 +24,6 @@ SORT_BLOCK = 16  # slot entries sorted by insertion before the merge passes
 # per hit at worst), slack.
 BYTES_PER_HIT = 32
 HIT_SHARE = 0.5  # of the memory left free by the reference, the read buffer and its index
-# Buckets per work-item of present_kmers on a CPU device, which reserves their kmers' places with one atomic
-# (a GPU takes one bucket per work-item; kernels/filter.cl).
-CPU_PRESENT_BLOCK = 256
 # CPU devices count the slot sizes by per-position writes summed per read strand instead of atomics (the
 # GPU's way; kernels/filter.cl, count_hits).
 CPU_SCATTER_COUNTS = True
@@ -87,20 +84,13 @@ def min_votes_table(min_votes, q, step=1, collapse_gap=DEFAULT_COLLAPSE_GAP, max
     return np.full(max_length + 1, int(min_votes), np.uint32)
 
 
-def present_block(device):
-    """Buckets per work-item of ``present_kmers`` on ``device`` (see CPU_PRESENT_BLOCK)."""
-    return CPU_PRESENT_BLOCK if getattr(device, "host_memory", False) else 1
-
-
-def filter_kernels(device, q, s_stride, starts_ctype, fold, suffix_bits, block=None):
+def filter_kernels(device, q, s_stride, starts_ctype, fold, suffix_bits):
     """The kernels of ``kernels/filter.cl`` for a q-group index of ``q``, ``s_stride`` and ``fold`` and a
     q-gram table whose bucket starts have the C type ``starts_ctype`` and whose buckets leave ``suffix_bits``
-    bits of a q-gram value; ``block``: buckets per work-item of ``present_kmers`` (default: the device's,
-    :func:`present_block`)."""
+    bits of a q-gram value."""
     return device.kernels("filter", Q=int(q), S_STRIDE=int(s_stride), FOLD=int(fold), STARTS_T=starts_ctype,
                           SUFFIX_BITS=int(suffix_bits),
-                          EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK,
-                          PRESENT_BLOCK=present_block(device) if block is None else int(block))
+                          EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
 
 
 def build_programs(device, resident, s_stride):
@@ -293,18 +283,19 @@ class _Filtration:
         key = (chunk.first_bucket, chunk.n_buckets)
         if self._present_cache is not None and self._present_cache[0] == key:
             return self._present_cache[1]
-        device, res = self.device, self.resident
+        device, res, qi = self.device, self.resident, self.qi
         n_pos = chunk.n_positions
         if n_pos is None:  # a view of the resident table
             n_pos = int(res.n_positions)
-        room = max(1, min(n_pos, self.qi.n_occurrences))
+        room = max(1, min(n_pos, qi.n_occurrences))
         values = device.empty(room, np.uint32)
         ranges = device.empty(2 * room, res.starts_dtype)
         n_present = device.zeros(1, np.uint32)
-        device.launch(self.knl.present_kmers, -(-chunk.n_buckets // present_block(device)), chunk.buckets.data,
-                      np.uint64(chunk.b_base), np.uint32(chunk.n_buckets), np.uint32(chunk.first_bucket),
-                      chunk.positions.data, res.packed.data, self.qi.I.data, self.qi.S.data, self.qi.Sp.data,
-                      self.qi.Ob.data, values.data, ranges.data, n_present.data)
+        if qi.n_occurrences:
+            device.launch(self.knl.present_kmers, qi.n_distinct, chunk.buckets.data, np.uint64(chunk.b_base),
+                          np.uint32(chunk.n_buckets), np.uint32(chunk.first_bucket), chunk.positions.data,
+                          res.packed.data, self.rb.text.data, qi.O.data, qi.Sp.data, qi.Ob.data,
+                          np.uint32(qi.n_distinct), values.data, ranges.data, n_present.data)
         result = (values, ranges, int(n_present.get()[0]))
         if not res.streamed:
             self._present_cache = (key, result)

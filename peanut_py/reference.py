@@ -44,10 +44,12 @@ ROUND_KEYS = 1 << 29  # keys per scatter round (8 bytes each: 4 GiB); bounds the
 CHUNK = 1 << 20  # HDF5 chunk length in elements of the large datasets
 FLUSH_ELEMENTS = 1 << 22  # elements buffered per dataset before a write to HDF5 (rounded to whole chunks)
 MAX_GLOBAL = 1 << 32  # global positions are uint32 on the device
-# The bucket table has about one bucket per BUCKET_POSITIONS indexed positions: 0.25-0.5 bytes per position,
-# and a filtration scans about that many positions for each bucket that one of a read buffer's q-grams falls in.
-BUCKET_POSITIONS = 16
-MAX_BUCKET_BITS = 28  # a bucket table of at most 1 GiB (uint32)
+# The bucket table has about one bucket per BUCKET_POSITIONS indexed positions (1-2 bytes per position), up to
+# 2^MAX_BUCKET_BITS buckets (512 MiB: a 3.1 Gbp genome at step 2 then has about 11 positions per bucket).
+# Filtration looks each distinct q-gram of a read buffer up in its bucket by binary search, reading the
+# q-gram of every position it probes from the packed sequence: fewer positions per bucket, fewer probes.
+BUCKET_POSITIONS = 4
+MAX_BUCKET_BITS = 27
 # Genomes from this many bases on get step 2 from `--step auto` (docs/indexing.md): the q-gram table of a
 # human genome at step 1 needs more than a 16 GB card or laptop holds.
 AUTO_STEP_BASES = 1_000_000_000

@@ -77,95 +77,73 @@ inline void index_pair_in(__global const uint *I, __global const uint *S, __glob
                    __global const uint *O, __global const uchar *Ob, const uint t0, const uint t1
 
 // Kmers of the chunk that occur in the read buffer, appended in any order as their value (present_value[j])
-// and their range of the chunk's positions (present_range[2j], present_range[2j + 1]).  Work-items take
-// buckets: a bucket none of whose values has its key set in I is skipped without reading its positions (a
-// read buffer's q-grams fall into a few percent of a large genome's buckets); in the others each run of
-// equal values, read from the packed sequence, is one kmer, listed when the q-group index holds it (INDEXPAIR
-// non-empty, so with FOLD no kmer that merely shares a key is listed).  So the list is never longer than the
-// read buffer's distinct q-grams, and the counting and emit passes and their per-kmer arrays run over it
-// only.  The order only decides where runs land in the slots, which are sorted afterwards.  Each work-item
-// takes PRESENT_BLOCK consecutive buckets: on a CPU device (PRESENT_BLOCK 256) it counts its kmers first and
-// reserves their places with one atomic_add, since one atomic_inc per present kmer on a single counter kept
-// the cores trading its cache line; a GPU (PRESENT_BLOCK 1) keeps neighbouring work-items on neighbouring
-// buckets.  (Aggregating the atomics per work-group through local memory was 2x slower on PoCL.)
-#ifndef PRESENT_BLOCK
-#define PRESENT_BLOCK 1
-#endif
+// and their range of the chunk's positions (present_range[2j], present_range[2j + 1]).  One work-item per
+// slot of the q-group index (a distinct q-gram, or with FOLD up to 4^FOLD of them): each distinct q-gram
+// is looked up in its bucket of the chunk by binary search on the values of the bucket's positions, read
+// from the packed sequence.  So the pass costs a few lookups per distinct q-gram of the read buffer,
+// whatever the size of the genome, and the list is never longer than the buffer's distinct q-grams; the
+// counting and emit passes and their per-kmer arrays run over it only.  The order only decides where runs
+// land in the slots, which are sorted afterwards.
 
-// Whether any value of bucket b may be in the read buffer: a bit of I set among the keys of its values.  A
-// bucket whose keys span more than 32 words of I (two cache lines; a small genome's table has few bits) is
-// scanned anyway.
-inline bool bucket_may_be_present(__global const uint *I, uint b)
+// The q-gram value at text position t of the read buffer (an entry of O: its q bases are all ACGT).
+inline uint read_qgram(__global const uchar *text, uint t)
 {
-    ulong v0 = (ulong)b << SUFFIX_BITS, v1 = (((ulong)b + 1) << SUFFIX_BITS) - 1;
-    uint k0 = (uint)(v0 >> FOLD_BITS), k1 = (uint)(v1 >> FOLD_BITS);
-    uint w0 = k0 >> 5, w1 = k1 >> 5;
-    if (w1 - w0 >= 32) return true;
-    for (uint w = w0; w <= w1; ++w) {
-        uint word = I[w];
-        if (w == w0) word &= 0xFFFFFFFFu << (k0 & 31u);
-        if (w == w1 && (k1 & 31u) != 31u) word &= (2u << (k1 & 31u)) - 1u;
-        if (word) return true;
-    }
-    return false;
+    uint g = 0;
+    for (uint i = 0; i < Q; ++i) g = (g << 2) | text[t + i];
+    return g;
 }
 
-#define PRESENT_ARGS __global const uint *packed, __global const uint *I, __global const uint *S, \
-                     __global const uint *Sp, __global const uchar *Ob
-
-// The present kmers of bucket b (chunk entry b - b_base): counted (write 0), written from present[at] (write
-// 1) or each at a place taken with atomic_inc (write 2).  Returns their number.
-inline uint bucket_kmers(__global const STARTS_T *buckets, ulong entry, uint b, __global const uint *positions,
-                         PRESENT_ARGS, int write, uint at, __global uint *present_value,
-                         __global STARTS_T *present_range, __global uint *n_present)
+// First entry of positions[lo .. hi) (ascending by q-gram value) whose q-gram is >= g.
+inline STARTS_T search_bucket(__global const uint *positions, __global const uint *packed, STARTS_T lo,
+                              STARTS_T hi, uint g)
 {
-    if (!bucket_may_be_present(I, b)) return 0;
-    STARTS_T r = buckets[entry], hi = buckets[entry + 1];
-    uint n = 0;
-    uint g = r < hi ? qgram_at(packed, positions[r]) : 0;
-    while (r < hi) {
-        STARTS_T e = r + 1;
-        uint next = 0;
-        while (e < hi && (next = qgram_at(packed, positions[e])) == g) ++e;
-        uint ks, ke;
-        index_pair(I, S, Sp, Ob, g, &ks, &ke);
-        if (ks < ke) {
-            uint k = write == 2 ? atomic_inc(n_present) : at + n;
-            if (write) {
-                present_value[k] = g;
-                present_range[2 * k] = r;
-                present_range[2 * k + 1] = e;
-            }
-            ++n;
-        }
-        r = e;
-        g = next;
+    while (lo < hi) {
+        STARTS_T mid = lo + (hi - lo) / 2;
+        if (qgram_at(packed, positions[mid]) < g) lo = mid + 1; else hi = mid;
     }
-    return n;
+    return lo;
 }
 
-// Buckets b_base .. b_base + n_b - 1 of the chunk's bucket table, whose first is bucket first_bucket.
+// Appends kmer g to the present list when the chunk holds it: the chunk holds buckets first_bucket ..
+// first_bucket + n_b - 1, at entries b_base .. of its bucket table.
+inline void find_kmer(uint g, __global const STARTS_T *buckets, ulong b_base, uint n_b, uint first_bucket,
+                      __global const uint *positions, __global const uint *packed, __global uint *present_value,
+                      __global STARTS_T *present_range, __global uint *n_present)
+{
+    uint b = g >> SUFFIX_BITS;
+    if (b < first_bucket || b - first_bucket >= n_b) return;
+    ulong e = b_base + (b - first_bucket);
+    STARTS_T end = buckets[e + 1];
+    STARTS_T lo = search_bucket(positions, packed, buckets[e], end, g);
+    if (lo == end || qgram_at(packed, positions[lo]) != g) return;
+    // the value's positions follow (most values have one or two); a long run is searched
+    STARTS_T hi = lo + 1;
+    while (hi < end && hi - lo < 4 && qgram_at(packed, positions[hi]) == g) ++hi;
+    if (hi - lo == 4) hi = g == 0xFFFFFFFFu ? end : search_bucket(positions, packed, hi, end, g + 1);
+    uint j = atomic_inc(n_present);
+    present_value[j] = g;
+    present_range[2 * j] = lo;
+    present_range[2 * j + 1] = hi;
+}
+
+// One work-item per slot s of the q-group index (a key; folded, up to 4^FOLD values told apart by Ob).
 __kernel void present_kmers(__global const STARTS_T *buckets, const ulong b_base, const uint n_b,
-                            const uint first_bucket, __global const uint *positions, PRESENT_ARGS,
-                            __global uint *present_value, __global STARTS_T *present_range,
-                            __global uint *n_present)
+                            const uint first_bucket, __global const uint *positions, __global const uint *packed,
+                            __global const uchar *text, __global const uint *O, __global const uint *Sp,
+                            __global const uchar *Ob, const uint n_slots, __global uint *present_value,
+                            __global STARTS_T *present_range, __global uint *n_present)
 {
-    uint b0 = get_global_id(0) * PRESENT_BLOCK;
-    if (b0 >= n_b) return;
-#if PRESENT_BLOCK == 1
-    bucket_kmers(buckets, b_base + b0, first_bucket + b0, positions, packed, I, S, Sp, Ob, 2, 0, present_value,
-                 present_range, n_present);
-#else
-    uint b1 = min(b0 + PRESENT_BLOCK, n_b), n = 0;
-    for (uint b = b0; b < b1; ++b)
-        n += bucket_kmers(buckets, b_base + b, first_bucket + b, positions, packed, I, S, Sp, Ob, 0, 0,
-                          present_value, present_range, n_present);
-    if (n == 0) return;
-    uint at = atomic_add(n_present, n);
-    for (uint b = b0; b < b1; ++b)
-        at += bucket_kmers(buckets, b_base + b, first_bucket + b, positions, packed, I, S, Sp, Ob, 1, at,
-                           present_value, present_range, n_present);
+    uint s = get_global_id(0);
+    if (s >= n_slots) return;
+    for (uint k = Sp[s], end = Sp[s + 1]; k < end;) {
+        uint next = end;
+#if FOLD > 0
+        for (next = k + 1; next < end && Ob[next] == Ob[k]; ++next) {}
 #endif
+        find_kmer(read_qgram(text, O[k]), buckets, b_base, n_b, first_bucket, positions, packed, present_value,
+                  present_range, n_present);
+        k = next;
+    }
 }
 
 // Counting pass (Algorithm 2, lines 1-4), one work-item per present kmer k = present[j].  A kmer with n_ref
