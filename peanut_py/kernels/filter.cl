@@ -7,8 +7,9 @@
 // merging).
 // The reference's q-gram table (docs/FORMAT.md) is P, the indexed positions sorted by (q-gram value,
 // position), and a bucket table: bucket b holds positions[buckets[b] .. buckets[b + 1]), those whose q-gram
-// value has the top bits b.  The value of a position is read from the packed sequence (qgram_at).  Hits are produced for the read strands whose text lies in [t0, t1) only (read strands
-// r0 .. r1 - 1), so that a buffer's hits can be processed in ranges of read strands of bounded size.
+// value has the top bits b.  The value of a position is read from the packed sequence (qgram_at).
+// Hits are produced for the read strands whose text lies in [t0, t1) only (read strands r0 .. r1 - 1), so
+// that a buffer's hits can be processed in ranges of read strands of bounded size.
 // A raw hit is one pair (reference position p of a kept q-gram, text position t of the same q-gram in the
 // read buffer) on read strand rs = pos_rs[t]; it is stored as its diagonal p - (offset of t in rs) in the
 // slot of rs: every read strand of the range owns one slot of a diagonal array, sized by the counting pass.
@@ -146,7 +147,7 @@ __kernel void present_kmers(__global const STARTS_T *buckets, const ulong b_base
     }
 }
 
-// Counting pass (Algorithm 2, lines 1-4), one work-item per present kmer k = present[j].  A kmer with n_ref
+// Counting pass (Algorithm 2, lines 1-4), one work-item per present kmer j.  A kmer with n_ref
 // reference positions and n_read occurrences in the selected read strands yields n_ref * n_read hits.  The
 // occurrences' range of O is kept (occ[2j], occ[2j + 1]) for the emit pass, which so looks nothing up in
 // the q-group index.  count_rs says how each occurrence's n_ref hits reach the hit count of its read strand
