@@ -2,15 +2,22 @@
 """Human-scale reference on the device (issue 7): a 3.1 Gbp genome, its index, one filtration pass, 5 M reads.
 
     python benchmarks/human_scale.py prepare --work DIR    # genome FASTA, `peanut index`, mason reads
+    python benchmarks/human_scale.py prepare --work DIR --genome repeat-rich   # the repeat-rich genome
     python benchmarks/human_scale.py map --work DIR -t 16   # peanut map of the reads, one-buffer profile
 
 The genome is GRCh37 chr20 (real, contig name "20") plus the other 23 GRCh37 chromosomes at their real
-lengths filled with random sequence from a fixed seed (benchmarks/index_build.synthetic_genome: N runs at
-the telomeres and centromere, a planted 300-bp repeat family at 100 k copies per Gbp, 10 % diverged): 3.1 Gbp,
-so that every table, offset and pass has its human size. Reads are simulated from chr20 only
-(mason_simulator, Illumina 100 bp), so their truth is known and their repeats are real; the random
-chromosomes add the chance q-gram hits of a large genome (a real genome adds more repeats than random
-sequence does: treat the throughput as an upper bound for GRCh37).
+lengths (``--scale`` shrinks them), made reproducibly from a fixed seed in one of two ways:
+
+* ``random`` (default): random sequence (benchmarks/index_build.synthetic_genome: N runs at the telomeres
+  and centromere, a planted 300-bp repeat family at 100 k copies per Gbp, 10 % diverged).  The random
+  chromosomes add the chance q-gram hits of a large genome but few repeats: an easy case.
+* ``repeat-rich`` (:func:`write_repeat_rich_contigs`): half of every chromosome is diverged copies of real
+  chr20 segments (300 bp to 10 kb, 1-20 % divergence by substitutions and 1-bp indels, either strand), the
+  rest random, with the same N runs; so reads from chr20 meet many near-copies elsewhere and the q-gram
+  counts have a real genome's heavy tail.
+
+3.1 Gbp at scale 1, so that every table, offset and pass has its human size. Reads are simulated from chr20
+only (mason_simulator, Illumina 100 bp), so their truth is known and their repeats are real.
 
 ``prepare`` runs the index build and the simulation side by side and reports the build's wall time and peak
 RSS (os.wait4 of the process), the index file's size; ``map`` reports the start-up (index load + upload),
@@ -35,6 +42,87 @@ from benchmarks import simulate  # noqa: E402
 from benchmarks.index_build import GRCH37_MBP, write_synthetic_contigs  # noqa: E402
 
 CHR20_INDEX = 19  # GRCH37_MBP is chr1..chr22, X, Y
+REPEAT_SHARE = 0.5  # of every repeat-rich chromosome: diverged copies of chr20 segments
+COPY_LENGTHS = (300, 10_000)  # copied segment lengths, log-uniform
+DIVERGENCE = (0.01, 0.20)  # per copy, uniform: substitutions, plus 1-bp indels at a tenth of that rate
+
+
+def chr20_codes(fasta):
+    """Base codes (A0 C1 G2 T3, N and other letters 4) of a one-contig FASTA, plain or gzip."""
+    import numpy as np
+
+    opener = gzip.open if fasta.endswith(".gz") else open
+    with opener(fasta, "rb") as f:
+        text = b"".join(line.strip() for line in f if not line.startswith(b">")).upper()
+    table = np.full(256, 4, dtype=np.uint8)
+    table[list(b"ACGT")] = np.arange(4, dtype=np.uint8)
+    return table[np.frombuffer(text, dtype=np.uint8)]
+
+
+def diverged_copy(rng, source, divergence):
+    """``source`` (codes 0..3) with substitutions at rate ``divergence`` and 1-bp deletions and insertions at a
+    tenth of it each, reverse-complemented half of the time."""
+    import numpy as np
+
+    seg = source.copy()
+    sub = rng.random(seg.size) < divergence
+    seg[sub] = (seg[sub] + rng.integers(1, 4, int(sub.sum()), dtype=np.uint8)) % 4  # always another base
+    seg = seg[rng.random(seg.size) >= divergence / 10]
+    ins = np.flatnonzero(rng.random(seg.size) < divergence / 10)
+    seg = np.insert(seg, ins, rng.integers(0, 4, ins.size, dtype=np.uint8))
+    if rng.random() < 0.5:
+        seg = (3 - seg)[::-1]
+    return seg
+
+
+def write_repeat_rich_contigs(f, contigs, source, seed=1, share=REPEAT_SHARE):
+    """Write ``contigs`` ((name, length), length a multiple of 60) to the open file: random sequence of which
+    ``share`` is overwritten by diverged copies (:func:`diverged_copy`) of segments of ``source`` (chr20's
+    codes) without N, with N runs at the telomeres and the centromere as index_build.write_synthetic_contigs."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    letters = np.frombuffer(b"ACGTN", dtype=np.uint8)
+    cs = np.concatenate(([0], np.cumsum(source == 4)))
+    lo, hi = np.log(COPY_LENGTHS[0]), np.log(COPY_LENGTHS[1])
+    for name, n in contigs:
+        codes = rng.integers(0, 4, n, dtype=np.uint8)
+        covered, at = 0, 0
+        while covered < share * n:
+            length = int(np.exp(rng.uniform(lo, hi)))
+            start = int(rng.integers(0, source.size - length))
+            if cs[start + length] != cs[start]:
+                continue  # the segment holds an N: draw another
+            seg = diverged_copy(rng, source[start:start + length], rng.uniform(*DIVERGENCE))
+            # copies at random places, spread so that about `share` of the contig is covered
+            at = int(rng.integers(0, max(1, n - seg.size)))
+            codes[at:at + seg.size] = seg[: n - at]
+            covered += seg.size
+        codes[:10_000] = 4
+        codes[-10_000:] = 4
+        mid = n // 3
+        codes[mid:mid + min(3_000_000, n // 20)] = 4
+        text = letters[codes].reshape(-1, 60)
+        text = np.hstack([text, np.full((text.shape[0], 1), 10, dtype=np.uint8)])
+        f.write(f">{name} repeat-rich\n".encode())
+        f.write(text.tobytes())
+        del codes, text
+
+
+def write_genome(path, chr20_fasta, kind="random", scale=1.0, seed=1):
+    """The benchmark genome: chr20 (plain FASTA ``chr20_fasta``) and the 23 other GRCh37 chromosomes at
+    ``scale`` times their lengths, ``kind`` random or repeat-rich (module docstring)."""
+    others = [(f"chr{i + 1}" if i < 22 else "chrX" if i == 22 else "chrY", mbp)
+              for i, mbp in enumerate(GRCH37_MBP) if i != CHR20_INDEX]
+    contigs = [(name, int(mbp * 1e6 * scale) // 60 * 60) for name, mbp in others]
+    with open(path + ".tmp", "wb") as f:
+        with open(chr20_fasta, "rb") as c:
+            shutil.copyfileobj(c, f, 1 << 24)
+        if kind == "repeat-rich":
+            write_repeat_rich_contigs(f, contigs, chr20_codes(chr20_fasta), seed=seed)
+        else:
+            write_synthetic_contigs(f, contigs, seed=seed)
+    os.replace(path + ".tmp", path)
 
 
 def log(msg):
@@ -64,16 +152,9 @@ def prepare(args):
     t0 = time.perf_counter()
     with gzip.open(args.chr20, "rb") as fin, open(chr20, "wb") as fout:
         shutil.copyfileobj(fin, fout, 1 << 24)
-    with open(genome + ".tmp", "wb") as f:
-        with open(chr20, "rb") as c:
-            shutil.copyfileobj(c, f, 1 << 24)
-        others = [(f"chr{i + 1}" if i < 22 else "chrX" if i == 22 else "chrY", mbp)
-                  for i, mbp in enumerate(GRCH37_MBP) if i != CHR20_INDEX]
-        write_synthetic_contigs(f, [(name, int(mbp * 1e6 * args.scale) // 60 * 60) for name, mbp in others],
-                                seed=args.seed)
-    os.replace(genome + ".tmp", genome)
+    write_genome(genome, chr20, args.genome, args.scale, args.seed)
     size = os.path.getsize(genome)
-    log(f"genome: {genome}, {size / 1e9:.2f} GB FASTA (chr20 + 23 random chromosomes) in "
+    log(f"genome: {genome}, {size / 1e9:.2f} GB FASTA (chr20 + 23 {args.genome} chromosomes) in "
         f"{time.perf_counter() - t0:.0f} s")
 
     # mason runs beside the (mostly single-threaded) index build
@@ -91,7 +172,8 @@ def prepare(args):
 
     build_log = os.path.join(args.work, "index.log")
     with open(build_log, "w") as err:
-        rc, wall, rss, cpu = run_measured(peanut_cmd("index", genome, "-o", index), stderr=err)
+        rc, wall, rss, cpu = run_measured(peanut_cmd("index", genome, "-o", index, "-t", str(args.index_threads)),
+                                          stderr=err)
     with open(build_log) as f:
         tail = f.read().strip().splitlines()[-1:]
     if rc:
@@ -172,7 +254,10 @@ def main():
     p.add_argument("--reads", type=int, default=5_000_000)
     p.add_argument("--mason-threads", type=int, default=os.cpu_count())
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--scale", type=float, default=1.0, help="shrink the random chromosomes (a quick check)")
+    p.add_argument("--scale", type=float, default=1.0, help="shrink the 23 other chromosomes (a quick check)")
+    p.add_argument("--genome", choices=("random", "repeat-rich"), default="random",
+                   help="the 23 other chromosomes: random sequence, or half diverged copies of chr20 segments")
+    p.add_argument("--index-threads", type=int, default=os.cpu_count(), help="peanut index -t")
     m = sub.add_parser("map")
     m.add_argument("--work", required=True)
     m.add_argument("-t", "--threads", type=int, default=os.cpu_count())

@@ -85,10 +85,11 @@ def mask_table(fasta, thresholds, workdir, read_length=100):
     print(f"unmasked index built in {time.perf_counter() - t0:.1f} s")
     q = 16
     with ReferenceIndex(out) as ix:
-        starts, pos = ix.kmer_starts(), ix.positions().astype(np.int64)
+        pos = ix.positions()
+        _, cnt = np.unique(ix.qgram_values(pos), return_counts=True)  # P is sorted by q-gram value
+        pos = pos.astype(np.int64)
         lengths, offsets = ix.lengths, ix.offsets
     os.unlink(out)
-    cnt = np.diff(starts)
     total_pos, total_kmers = int(cnt.sum()), cnt.size
     # per-position occurrence count of its q-gram, in a padded global array
     n = int(offsets[-1] + lengths[-1])

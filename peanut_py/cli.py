@@ -35,12 +35,13 @@ def cmd_index(args):
     if args.check:
         with reference.ReferenceIndex(args.reference) as index:
             checked = index.verify(full=True)
-            index.check_table(index.kmers(), index.kmer_starts(), index.positions())
+            index.check_table(index.buckets(), index.positions())
         sums = (f"all {checked} datasets match their checksums" if checked else
                 "no checksums stored (built by an older peanut-py; rebuild it to get them)")
         _print(f"ok: {args.reference}: {sums}; the q-gram table is consistent")
         return
-    opts = check(IndexOptions(q=args.q, step=args.step, mask_threshold=args.mask_threshold, compress=args.compress))
+    opts = check(IndexOptions(q=args.q, step=args.step, mask_threshold=args.mask_threshold, compress=args.compress,
+                              threads=args.threads))
     reference.build_index(
         args.reference,
         args.output,
@@ -49,6 +50,7 @@ def cmd_index(args):
         mask_threshold=opts.mask_threshold,
         command_line=args.command_line,
         compress=opts.compress,
+        threads=opts.threads,
         log=None if args.quiet else _log,
     )
 
@@ -170,6 +172,15 @@ def _flush_standard_streams():
             pass
 
 
+def _int_or_auto(text):
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or auto, got {text!r}") from None
+
+
 def _option(parser, cls, name, type=int, note="", **kwargs):
     """An argument for field ``name`` of an options class: its flags, help, default and metavar from there;
     ``note`` is added to the help text."""
@@ -217,11 +228,12 @@ def build_parser():
                         "with --info or --check: an index")
     p.add_argument("-o", "--output", metavar="OUT.h5", help="index file (default: REF.fa.peanut.h5 beside the FASTA)")
     _option(p, IndexOptions, "q", note="; -q is this, not --quiet as in `peanut map`")
-    for name in ("step", "mask_threshold"):
+    _option(p, IndexOptions, "step", type=_int_or_auto)
+    for name in ("mask_threshold", "threads"):
         _option(p, IndexOptions, name)
     p.add_argument("--compress", action="store_true",
-                   help="store the q-gram values and starts compressed: about half the file, but every `peanut map` "
-                        "then inflates them into memory instead of mapping them from the page cache")
+                   help="store the bucket table compressed: a smaller file, but every `peanut map` then inflates it "
+                        "into memory instead of mapping it from the page cache")
     p.add_argument("--info", action="store_true", help="print what an existing index holds and exit")
     p.add_argument("--check", action="store_true",
                    help="verify an existing index (REF is then the index): every dataset against its checksum, "

@@ -1,7 +1,8 @@
 """Filtration (PEANUT, Section 3.2, Algorithm 2): the reference's q-gram table against the q-group index.
 
 For each range of read strands whose hits fit device memory (normally one, all of them) and each chunk of
-the reference q-gram table: a counting pass (hits per kmer, and per read strand), prefix sums, and an emit
+the reference q-gram table (consecutive buckets of its bucket table): the kmers present in the read buffer,
+a counting pass (hits per kmer, and per read strand), prefix sums, and an emit
 pass that writes every raw hit's diagonal into the slot of its read strand.  Each slot is sorted and
 collapsed into candidates by one work-item; clusters with fewer votes than the q-gram lemma guarantees are
 dropped there (``min_votes``).  Ranges share no read strand, so their candidates are concatenated (see
@@ -24,9 +25,6 @@ SORT_BLOCK = 16  # slot entries sorted by insertion before the merge passes
 # per hit at worst), slack.
 BYTES_PER_HIT = 32
 HIT_SHARE = 0.5  # of the memory left free by the reference, the read buffer and its index
-# Kmers per work-item of present_kmers on a CPU device, which reserves their places with one atomic (a GPU
-# takes one kmer per work-item; kernels/filter.cl).
-CPU_PRESENT_BLOCK = 256
 # CPU devices count the slot sizes by per-position writes summed per read strand instead of atomics (the
 # GPU's way; kernels/filter.cl, count_hits).
 CPU_SCATTER_COUNTS = True
@@ -95,23 +93,18 @@ def _auto_votes_table(q, step, collapse_gap, max_length):
     return table
 
 
-def present_block(device):
-    """Kmers per work-item of ``present_kmers`` on ``device`` (see CPU_PRESENT_BLOCK)."""
-    return CPU_PRESENT_BLOCK if getattr(device, "host_memory", False) else 1
-
-
-def filter_kernels(device, q, s_stride, starts_ctype, fold, block=None):
+def filter_kernels(device, q, s_stride, starts_ctype, fold, suffix_bits):
     """The kernels of ``kernels/filter.cl`` for a q-group index of ``q``, ``s_stride`` and ``fold`` and a
-    q-gram table whose starts have the C type ``starts_ctype``; ``block``: kmers per work-item of
-    ``present_kmers`` (default: the device's, :func:`present_block`)."""
+    q-gram table whose bucket starts have the C type ``starts_ctype`` and whose buckets leave ``suffix_bits``
+    bits of a q-gram value."""
     return device.kernels("filter", Q=int(q), S_STRIDE=int(s_stride), FOLD=int(fold), STARTS_T=starts_ctype,
-                          EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK,
-                          PRESENT_BLOCK=present_block(device) if block is None else int(block))
+                          SUFFIX_BITS=int(suffix_bits),
+                          EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
 
 
 def build_programs(device, resident, s_stride):
     """Build what every filtration against ``resident`` uses (see ``DeviceStage.warm_up``)."""
-    filter_kernels(device, resident.q, s_stride, resident.starts_ctype, default_fold(device))
+    filter_kernels(device, resident.q, s_stride, resident.starts_ctype, default_fold(device), resident.suffix_bits)
     tools = filter_tools(device)
     tools["hit_offsets"], tools["slot_starts"]
 
@@ -207,7 +200,7 @@ def hit_window(device, used_bytes):
 
 
 def filter_reference(device, resident, qgroup_index, read_buffer, collapse_gap=DEFAULT_COLLAPSE_GAP,
-                     min_votes=None, masked_kmers=None, max_hits_per_pass=None, max_kmers_per_chunk=None,
+                     min_votes=None, masked_kmers=None, max_hits_per_pass=None, max_buckets_per_chunk=None,
                      per_position=False, keep_raw=False, profile=False, *, scatter_counts=None, sort_padding=0):
     """Candidates of every read strand of ``read_buffer`` against the whole reference.
 
@@ -218,7 +211,7 @@ def filter_reference(device, resident, qgroup_index, read_buffer, collapse_gap=D
     ``masked_kmers`` (sorted q-gram values the reference index masked as repetitive; default
     ``resident.masked_kmers`` when it exists): the automatic threshold of a read strand is lowered by the
     number of its q-grams among them, which keeps the guarantee inside masked repeats.
-    ``max_hits_per_pass`` and ``max_kmers_per_chunk`` bound the device memory (defaults from the device);
+    ``max_hits_per_pass`` and ``max_buckets_per_chunk`` bound the device memory (defaults from the device);
     ``per_position`` uses one work-item per reference position instead of per kmer (same hits);
     ``keep_raw`` copies the sorted raw hits to the host (for tests); ``profile`` fills ``timings``.
     ``scatter_counts``: how a CPU device counts the slot sizes, by per-position writes (True) or by atomics
@@ -236,7 +229,7 @@ def filter_reference(device, resident, qgroup_index, read_buffer, collapse_gap=D
     if scatter_counts is None:
         scatter_counts = CPU_SCATTER_COUNTS
     return _Filtration(device, resident, qgroup_index, read_buffer, collapse_gap, table, masked_kmers,
-                       max_hits_per_pass, max_kmers_per_chunk, per_position, keep_raw, profile,
+                       max_hits_per_pass, max_buckets_per_chunk, per_position, keep_raw, profile,
                        bool(scatter_counts), int(sort_padding)).run()
 
 
@@ -251,7 +244,7 @@ class _Filtration:
     are then merged (see ``_merge``) before the votes threshold applies.
     """
 
-    def __init__(self, device, resident, qi, rb, gap, table, masked_kmers, max_hits, max_kmers, per_position,
+    def __init__(self, device, resident, qi, rb, gap, table, masked_kmers, max_hits, max_buckets, per_position,
                  keep_raw, profile, scatter_counts, sort_padding):
         import pyopencl.array as cla
 
@@ -262,12 +255,13 @@ class _Filtration:
             raise PeanutError(f"collapse gap must lie in 0..2^32-1, got {gap}")
         used = resident.device_bytes + qi.device_bytes + rb.device_bytes
         self.window = max(1, min(int(max_hits or hit_window(device, used)), MAX_WINDOW))
-        self.max_kmers = int(max_kmers or max(1, min(self.window // 2, MAX_WINDOW)))
+        # Chunks of a resident table bound only the work-items of one launch of present_kmers.
+        self.max_buckets = int(max_buckets or max(1, MAX_WINDOW))
         self.diag_bits = max(1, resident.genome_end.bit_length())
         self.key_bits = self.diag_bits + max(1, (rb.n_rs - 1).bit_length())
         if self.key_bits > 64:
             raise PeanutError("filtration: read strand id and diagonal do not fit one 64-bit key")
-        self.knl = filter_kernels(device, qi.q, qi.s_stride, resident.starts_ctype, qi.fold)
+        self.knl = filter_kernels(device, qi.q, qi.s_stride, resident.starts_ctype, qi.fold, resident.suffix_bits)
         self.tools = filter_tools(device)
         self.step = StepTimer(device.queue, profile)
         self.thresholds = (table > 1).any()
@@ -291,17 +285,28 @@ class _Filtration:
 
     # ---- one chunk of the q-gram table
     def _present(self, chunk):
-        """(device list, count) of the chunk's kmers whose bit is set in I.  A resident table is scanned once
-        per filtration (its chunks are views of one array); streamed chunks are scanned as they come."""
-        key = (chunk.first_kmer, chunk.n_kmers)
+        """(values, ranges, count) of the chunk's kmers that the read buffer holds (device arrays; at most
+        one per distinct q-gram of the read buffer, and one per position of the chunk).  A resident table is
+        scanned once per filtration (its chunks are views of one array); streamed chunks are scanned as they
+        come."""
+        key = (chunk.first_bucket, chunk.n_buckets)
         if self._present_cache is not None and self._present_cache[0] == key:
             return self._present_cache[1]
-        device = self.device
-        present = (device.empty(chunk.n_kmers, np.uint32), device.zeros(1, np.uint32))
-        device.launch(self.knl.present_kmers, -(-chunk.n_kmers // present_block(device)), chunk.kmers.data,
-                      np.uint64(chunk.k_base), np.uint32(chunk.n_kmers), self.qi.I.data, *(a.data for a in present))
-        result = (present[0], int(present[1].get()[0]))
-        if not self.resident.streamed:
+        device, res, qi = self.device, self.resident, self.qi
+        n_pos = chunk.n_positions
+        if n_pos is None:  # a view of the resident table
+            n_pos = int(res.n_positions)
+        room = max(1, min(n_pos, qi.n_occurrences))
+        values = device.empty(room, np.uint32)
+        ranges = device.empty(2 * room, res.starts_dtype)
+        n_present = device.zeros(1, np.uint32)
+        if qi.n_occurrences:
+            device.launch(self.knl.present_kmers, qi.n_distinct, chunk.buckets.data, np.uint64(chunk.b_base),
+                          np.uint32(chunk.n_buckets), np.uint32(chunk.first_bucket), chunk.positions.data,
+                          res.packed.data, self.rb.text.data, qi.O.data, qi.Sp.data, qi.Ob.data,
+                          np.uint32(qi.n_distinct), values.data, ranges.data, n_present.data)
+        result = (values, ranges, int(n_present.get()[0]))
+        if not res.streamed:
             self._present_cache = (key, result)
         return result
 
@@ -310,18 +315,18 @@ class _Filtration:
         offsets per work-item and the chunk's total; with ``rs_hits``, the chunk's hits are also added to the
         slot sizes of read strands r0 .. r1 - 1."""
         device, knl = self.device, self.knl
-        k_base = np.uint64(chunk.k_base)
         present = None
         if self.per_position:
-            first = int(chunk.starts[chunk.k_base : chunk.k_base + 1].get()[0])
-            end = int(chunk.starts[chunk.k_base + chunk.n_kmers : chunk.k_base + chunk.n_kmers + 1].get()[0])
-            work = (k_base, np.uint32(chunk.n_kmers))
+            b = chunk.b_base
+            first = int(chunk.buckets[b : b + 1].get()[0])
+            end = int(chunk.buckets[b + chunk.n_buckets : b + chunk.n_buckets + 1].get()[0])
+            work = (self.resident.packed.data, chunk.positions.data)
             extra, n_items = (np.uint64(first), np.uint32(end - first)), end - first
             count_knl = knl.count_hits_by_position
         else:
             present = self._present(chunk)
-            work = (k_base, present[0].data, np.uint32(present[1]))
-            extra, n_items = (), present[1]
+            work = (present[0].data, present[1].data, np.uint32(present[2]))
+            extra, n_items = (), present[2]
             count_knl = knl.count_hits
         if n_items == 0:
             return _Pass(chunk, work, extra, present, None, None, 0)
@@ -333,7 +338,7 @@ class _Filtration:
         if rs_hits is not None and occ is not None and device.host_memory and self.scatter_counts:
             t0, t1 = (int(x) for x in self.rb.rs_start_host[[r0, r1]])
             mode, hits_at = 2, device.zero_words(device.empty(t1 - t0, np.uint32))
-        device.launch(count_knl, n_items, chunk.kmers.data, chunk.starts.data, *work, *self._index(r0, r1), *extra,
+        device.launch(count_knl, n_items, *work, *self._index(r0, r1), *extra,
                       self.rb.pos_rs.data, np.uint32(r0), np.uint32(mode),
                       (rs_hits if rs_hits is not None else counts).data, counts.data,
                       *(() if occ is None else (occ.data, (hits_at if hits_at is not None else occ).data)))
@@ -351,12 +356,13 @@ class _Filtration:
         """Emit pass for the hits numbered [w0, w1) of the counted chunk ``p`` into the slots."""
         chunk = p.chunk
         if self.per_position:
-            lookup = (chunk.kmers.data, chunk.starts.data, *p.work, *self._index(r0, r1), *p.extra)
+            lookup = (*p.work, *self._index(r0, r1), *p.extra)
             knl, items = self.knl.emit_hits_by_position, int(p.extra[1])
         else:
-            lookup = (chunk.starts.data, *p.work, self.qi.O.data, p.occ.data)
+            lookup = (p.present[1].data, np.uint32(p.present[2]), self.qi.O.data, p.occ.data,
+                      chunk.positions.data)
             knl, items = self.knl.emit_hits, -(-(w1 - w0) // EMIT_BLOCK)
-        self.device.launch(knl, items, *lookup, chunk.positions.data, self.rb.pos_rs.data, self.rb.rs_start.data,
+        self.device.launch(knl, items, *lookup, self.rb.pos_rs.data, self.rb.rs_start.data,
                            p.offsets.data, np.uint64(w0), np.uint64(w1), np.uint32(r0), cursor.data, diags.data)
         self.step("emit")
 
@@ -372,7 +378,7 @@ class _Filtration:
         valid when the total fits a window) and, when the table is one chunk, that chunk and its offsets."""
         rs_hits = self.device.zeros(r1 - r0 + 1, np.uint32)
         total, passes = 0, []
-        for chunk in self.resident.qgram_chunks(self.max_kmers):
+        for chunk in self.resident.qgram_chunks(self.max_buckets):
             self.step("upload")
             p = self._count(chunk, r0, r1, rs_hits)
             total += p.n_hits
@@ -385,7 +391,7 @@ class _Filtration:
             self.n_chunks += 1
             yield counted
             return
-        for chunk in self.resident.qgram_chunks(self.max_kmers):
+        for chunk in self.resident.qgram_chunks(self.max_buckets):
             self.step("upload")
             self.n_chunks += 1
             yield self._count(chunk, r0, r1)

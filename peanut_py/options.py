@@ -11,10 +11,11 @@ from dataclasses import dataclass, field, fields, replace
 from .errors import PeanutError
 
 
-def _opt(default, flags, help, lo=None, hi=None, metavar=None, lo_open=False):
-    """A field with its command-line flags, help text and numeric range [lo, hi] ((lo, hi] with ``lo_open``)."""
+def _opt(default, flags, help, lo=None, hi=None, metavar=None, lo_open=False, auto=False):
+    """A field with its command-line flags, help text and numeric range [lo, hi] ((lo, hi] with ``lo_open``);
+    with ``auto``, the string "auto" is a value too."""
     return field(default=default, metadata={"flags": flags, "help": help, "lo": lo, "hi": hi, "metavar": metavar,
-                                            "lo_open": lo_open})
+                                            "lo_open": lo_open, "auto": auto})
 
 
 def check(options):
@@ -28,12 +29,12 @@ def check(options):
             continue
         meta = f.metadata
         lo, hi = meta.get("lo"), meta.get("hi")
-        if value is None or (lo is None and hi is None):
+        if value is None or (lo is None and hi is None) or (meta.get("auto") and value == "auto"):
             continue
         name = "/".join(meta.get("flags") or (f.name,))
         is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
         span = _range(lo, hi, meta.get("lo_open"))
-        integral = isinstance(f.default, int) or f.type in (int, "int")
+        integral = isinstance(f.default, int) or f.type in (int, "int") or meta.get("auto")
         if not is_number or (isinstance(value, float) and not math.isfinite(value)) or \
                 (integral and not float(value).is_integer()):
             raise PeanutError(f"{name} {value!r}: expected {'an integer' if integral else 'a number'} in {span}")
@@ -56,11 +57,14 @@ class IndexOptions:
     """``peanut index``: the q-gram table of the reference."""
 
     q: int = _opt(16, ("-q",), "q-gram length; the mapper's q-group index takes 4..16", 4, 16)
-    step: int = _opt(1, ("-s", "--step"), "index every STEP-th reference position; 1 = every position", 1, 1024)
+    step: int = _opt("auto", ("-s", "--step"), "index every STEP-th reference position; 1 = every position; auto: 1 "
+                     "below 1 Gbp, else 2 (a human genome's table then fits 8 GB)", 1, 1024, auto=True)
     # Chosen on GRCh37 chr20, see docs/indexing.md.
     mask_threshold: int = _opt(300, ("-m", "--mask"), "mask q-grams occurring more than N times in the reference; "
                                "0 = no masking", 0, 2**31 - 1, metavar="N")
     compress: bool = False
+    threads: int = _opt(1, ("-t", "--threads"), "threads that sort the q-gram table; the index is the same for "
+                        "any number", 1, 1024, metavar="N")
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,15 @@
 
 The index holds the reference in the padded global coordinates of docs/architecture.md: the 2-bit packed
 sequence, the non-ACGT letters as exception intervals, and the table P of indexed q-gram positions sorted by
-(q-gram value, position) with highly repetitive q-grams masked. The layout is specified in index/FORMAT.md.
+(q-gram value, position) with highly repetitive q-grams masked.  P is addressed by a bucket table on the top
+``bucket_bits`` bits of the q-gram value; the value itself is not stored, since the packed sequence gives it
+for every position.  The layout is specified in docs/FORMAT.md.
 
-Building never sorts one giant array: q-grams are counted per bucket (the top 12 bits of their value), then
-scattered round by round into a bounded buffer of 64-bit keys ``value << 32 | position`` and sorted bucket
-group by bucket group, which yields P in final order; a counting sweep and a writing sweep over the sorted
-groups let the big arrays be contiguous datasets of exact length, which the mapper maps from the file.
+Building never sorts one giant array: q-grams are counted per fine bucket (the top 12 bits of their value),
+then scattered round by round into a bounded buffer of 64-bit keys ``value << 32 | position`` and sorted
+group by group (on ``threads`` threads), which yields P in final order; a counting sweep and a writing sweep
+over the sorted groups let the big arrays be contiguous datasets of exact length, which the mapper maps from
+the file.
 """
 import hashlib
 import mmap
@@ -30,7 +33,8 @@ DEFAULT_STEP = IndexOptions.step
 # q-grams occurring more often than this are left out of P (options.py)
 DEFAULT_MASK_THRESHOLD = IndexOptions.mask_threshold
 CONTIG_GAP = 1024
-FORMAT_VERSION = 1
+# Version 2: the bucket table /qgrams/buckets replaced the distinct q-gram values and their CSR starts.
+FORMAT_VERSION = 2
 FORMAT_NAME = "peanut-py reference index"
 
 FINE_BITS = 12  # buckets = top FINE_BITS bits of a q-gram value (all of them when 2q < FINE_BITS); 4096
@@ -40,8 +44,17 @@ ROUND_KEYS = 1 << 29  # keys per scatter round (8 bytes each: 4 GiB); bounds the
 CHUNK = 1 << 20  # HDF5 chunk length in elements of the large datasets
 FLUSH_ELEMENTS = 1 << 22  # elements buffered per dataset before a write to HDF5 (rounded to whole chunks)
 MAX_GLOBAL = 1 << 32  # global positions are uint32 on the device
-# `peanut index --compress` only: kmers and starts are sorted, so shuffle + gzip level 1 shrinks them 3x and
-# 40x (chr20); positions and packed gain under 20 % and would load 10x slower, so they are never compressed
+# The bucket table has about one bucket per BUCKET_POSITIONS indexed positions (1-2 bytes per position), up to
+# 2^MAX_BUCKET_BITS buckets (512 MiB: a 3.1 Gbp genome at step 2 then has about 11 positions per bucket).
+# Filtration looks each distinct q-gram of a read buffer up in its bucket by binary search, reading the
+# q-gram of every position it probes from the packed sequence: fewer positions per bucket, fewer probes.
+BUCKET_POSITIONS = 4
+MAX_BUCKET_BITS = 27
+# Genomes from this many bases on get step 2 from `--step auto` (docs/indexing.md): the q-gram table of a
+# human genome at step 1 needs more than a 16 GB card or laptop holds.
+AUTO_STEP_BASES = 1_000_000_000
+# `peanut index --compress` only: the bucket table is ascending, so shuffle + gzip level 1 shrinks it many
+# times; positions and packed gain under 20 % and would load 10x slower, so they are never compressed
 # (measurements in FORMAT.md).
 SMALL = dict(compression="gzip", compression_opts=1, shuffle=True)
 
@@ -60,6 +73,32 @@ def _peak_rss_mb():
 
 def _check_params(q, step, mask_threshold):
     check(IndexOptions(q=q, step=step, mask_threshold=mask_threshold))
+
+
+def auto_step(total_bases):
+    """The step of ``--step auto``: 1 below AUTO_STEP_BASES bases, else 2."""
+    return 1 if total_bases < AUTO_STEP_BASES else 2
+
+
+def bucket_bits_for(n_positions, q):
+    """Bits of the q-gram value prefix that addresses the bucket table: about one bucket per
+    BUCKET_POSITIONS positions, at most MAX_BUCKET_BITS and 2q."""
+    return int(min(2 * q, MAX_BUCKET_BITS, max(1, (int(n_positions) // BUCKET_POSITIONS).bit_length())))
+
+
+def qgram_values(packed, positions, q):
+    """The q-gram value (first base in the highest bits) at each global position, from the packed words.
+
+    Every position must have its q bases inside the packed sequence.  The device computes the same in
+    ``qgram_at`` (kernels/filter.cl)."""
+    p = np.asarray(positions, dtype=np.int64)
+    values = np.zeros(p.size, dtype=np.uint64)
+    packed = np.asarray(packed)
+    for k in range(q):
+        g = p + k
+        code = (packed[g >> 4].astype(np.uint64) >> (2 * (g & 15)).astype(np.uint64)) & np.uint64(3)
+        values |= code << np.uint64(2 * (q - 1 - k))
+    return values.astype(np.uint32)
 
 
 def reference_checksum(names, md5s):
@@ -110,15 +149,18 @@ class _Writer:
 
 
 def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_threshold=DEFAULT_MASK_THRESHOLD,
-                command_line="", log=None, *, compress=False, round_keys=ROUND_KEYS, sort_group=SORT_GROUP,
-                flush_elements=FLUSH_ELEMENTS, chunk=CHUNK):
+                command_line="", log=None, *, compress=False, threads=1, round_keys=ROUND_KEYS,
+                sort_group=SORT_GROUP, flush_elements=FLUSH_ELEMENTS, chunk=CHUNK):
     """Build the HDF5 index of a FASTA file (plain or gzip) and return a summary dict.
+
+    ``step``: an int, or "auto" (:func:`auto_step` of the genome's size).  ``threads``: threads that sort
+    and sweep the q-gram groups; the file is the same for every number.
 
     out_path defaults to ``<fasta_path>.peanut.h5``. The file is written to a temporary file in the output
     directory and renamed into place only when complete; on any error (or Ctrl-C) nothing is left behind.
     The big arrays are stored contiguous and uncompressed on page boundaries, so the mapper maps them from the
     page cache instead of inflating them into fresh memory (index/FORMAT.md); ``compress`` stores the
-    q-gram values and starts compressed instead (half the file, slower start-up).
+    bucket table compressed instead (a smaller file, slower start-up).
     ``round_keys`` bounds the scatter buffer (8 bytes per key); tests lower it to exercise several rounds,
     and lower ``sort_group`` (keys per sort), ``flush_elements`` (elements buffered per dataset before a write)
     and ``chunk`` (HDF5 chunk length) to take the code paths of a human genome; none changes the index's
@@ -161,7 +203,7 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
         # CPU OpenCL device uses in place (resident.py).
         with h5py.File(tmp, "w", alignment_threshold=PAGE, alignment_interval=PAGE) as h5:
             summary = _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys,
-                                   compress, sort_group, flush_elements, chunk)
+                                   compress, sort_group, flush_elements, chunk, max(1, int(threads)))
             write_checksums(h5)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
@@ -194,7 +236,7 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
                f"> {mask_threshold:,} times)" if mask_threshold else "no masking")
     log(
         f"indexed {summary['n_contigs']:,} contigs, {summary['total_bases']:,} bases: "
-        f"{summary['positions_kept']:,} q-gram positions kept, {masking}; "
+        f"step {summary['step']}, {summary['positions_kept']:,} q-gram positions kept, {masking}; "
         f"{seconds:.1f} s, peak memory {summary['peak_rss_mb']:,.0f} MB -> {out_path}"
     )
     return summary
@@ -220,7 +262,7 @@ def _extension():
 
 
 def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, round_keys, compress,
-                 sort_group=SORT_GROUP, flush_elements=FLUSH_ELEMENTS, chunk=CHUNK):
+                 sort_group=SORT_GROUP, flush_elements=FLUSH_ELEMENTS, chunk=CHUNK, threads=1):
     from .fasta import read_fasta
 
     _indexbuild = _extension()
@@ -228,6 +270,7 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
     bits = min(FINE_BITS, 2 * q)
     shift = 2 * q - bits
     counts = np.zeros(1 << bits, dtype=np.int64)
+    scan_step = 1 if step == "auto" else step  # auto: counted at step 1, recounted below when it resolves to 2
 
     # ---- pass 1: parse, pack, record exceptions, count q-grams per bucket
     names, lengths, offsets, md5s = [], [], [], []
@@ -245,7 +288,7 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
         words = np.zeros((n + 15) // 16, dtype=np.uint32)
         _indexbuild.pack_codes(codes, words)
         es, ee, el = _exception_runs(seq, codes)
-        _indexbuild.count_buckets(words, n, es, ee, q, step, shift, counts)
+        _indexbuild.count_buckets(words, n, es, ee, q, scan_step, shift, counts)
         names.append(rec.name)
         lengths.append(n)
         offsets.append(offset)
@@ -259,6 +302,13 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
             log(f"read {len(names):,} contigs, {sum(lengths):,} bases (last: {names[-1]}, {n:,} bp)")
             last_log = now
 
+    if step == "auto":
+        step = auto_step(sum(lengths))
+        if step != scan_step:
+            counts[:] = 0
+            for words, n, offset, es, ee in contigs:
+                _indexbuild.count_buckets(words, n, es, ee, q, step, shift, counts)
+        log(f"--step auto: step {step} for {sum(lengths):,} bases")
     total_padded = _round16(seq_end)
     packed = h5.create_dataset("sequence/packed", shape=(total_padded // 16,), dtype=np.uint32, fillvalue=0)
     for words, n, offset, es, ee in contigs:
@@ -273,17 +323,17 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
     g.create_dataset("offsets", data=np.array(offsets, dtype=np.int64))
     g.create_dataset("md5", data=np.array(md5s, dtype=object), dtype=h5py.string_dtype("ascii"))
 
-    # ---- pass 2: scatter keys round by round, sort bucket groups, mask, write P into the file
+    # ---- pass 2: scatter keys round by round, sort groups, mask, write P and its bucket table into the file
     qg = h5.create_group("qgrams")
     total_keys = int(counts.sum())
+    bucket_bits = bucket_bits_for(total_keys, q)
     starts_dtype = np.uint32 if total_keys < 1 << 32 else np.int64
 
-    def create(n_kmers, n_positions):
+    def create(n_positions):
         # Exact lengths, so the big arrays can be contiguous (the mapper maps them; HDF5 cannot resize those).
         out = []
-        for name, dtype, n in (("kmers", np.uint32, n_kmers), ("starts", starts_dtype, n_kmers + 1),
-                               ("positions", np.uint32, n_positions)):
-            if compress and name != "positions":
+        for name, dtype, n in (("buckets", starts_dtype, (1 << bucket_bits) + 1), ("positions", np.uint32, n_positions)):
+            if compress and name == "buckets":
                 ds = qg.create_dataset(name, shape=(n,), maxshape=(None,), dtype=dtype,
                                        chunks=(max(1, min(chunk, n)),), **SMALL)
             else:
@@ -293,7 +343,7 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
 
     kept, masked, kmers_masked, n_kmers, masked_values = _sort_qgrams(contigs, counts, q, step, shift,
                                                                       mask_threshold, round_keys, total_keys, log,
-                                                                      create, sort_group)
+                                                                      create, sort_group, bucket_bits, threads)
     # Modes all and strata:N lower a read strand's votes threshold by its q-grams with these values (docs/core.md).
     qg.create_dataset("masked", data=masked_values.astype(np.uint32))
 
@@ -312,7 +362,9 @@ def _write_index(h5, fasta_path, q, step, mask_threshold, command_line, log, rou
         total_bases=int(sum(lengths)),
         positions_kept=kept,
         positions_masked=masked,
+        kmers_kept=n_kmers,
         kmers_masked=kmers_masked,
+        bucket_bits=bucket_bits,
     )
     for k, v in attrs.items():
         h5.attrs[k] = v
@@ -344,19 +396,26 @@ def _group_p(keys, mask_threshold):
 
 
 def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, total_keys, log, create,
-                 sort_group=SORT_GROUP):
-    """Scatter keys round by round, sort bucket groups, mask, and write P in CSR form.
+                 sort_group=SORT_GROUP, bucket_bits=None, threads=1):
+    """Scatter keys round by round, sort groups, mask, and write P with its bucket table.
 
-    The datasets need their exact lengths before the first write (``create(n_kmers, n_positions)`` returns
-    their writers), and those are known only after masking: a first sweep over the sorted groups counts,
-    a second writes. With one round (up to ROUND_KEYS positions: chr20, yeast, any genome up to ~500 Mbp)
-    the key buffer stays sorted between the sweeps; with several rounds (a human genome) every round is
-    scattered and sorted twice, which doubles the sorting time but needs no disk beyond the index.
+    The datasets need their exact lengths before the first write (``create(n_positions)`` returns the
+    writers of the bucket table and of the positions), and those are known only after masking: a first
+    sweep over the sorted groups counts, a second writes. With one round (up to ROUND_KEYS positions: chr20,
+    yeast, any genome up to ~500 Mbp) the key buffer stays sorted between the sweeps; with several rounds (a
+    human genome) every round is scattered and sorted twice, which doubles the sorting time but needs no disk
+    beyond the index.  The groups of a round are sorted and swept on ``threads`` threads (NumPy's sort
+    releases the GIL) and consumed in order, so the file does not depend on their number.
     Returns (positions kept, positions masked, kmers masked, kmers kept, the masked values in ascending order)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     _indexbuild = _extension()
+    if bucket_bits is None:
+        bucket_bits = bucket_bits_for(total_keys, q)
     groups = _plan(counts, sort_group)
     rounds = _plan_rounds(groups, counts, round_keys)
     buf = np.empty(max((r[2] for r in rounds), default=0), dtype=np.uint64)
+    pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
 
     def round_bounds(r):
         """Where each bucket of round r starts in buf (with a closing entry)."""
@@ -365,9 +424,14 @@ def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, to
         np.cumsum(counts[b_lo:b_hi], out=bounds[1:])
         return bounds
 
-    def sorted_groups(r):
-        """Scatter round r's keys into buf, sort each of its groups in place; yields each group's keys."""
-        b_lo, b_hi, size, round_groups = rounds[r]
+    def group_keys(r):
+        b_lo, _, _, round_groups = rounds[r]
+        bounds = round_bounds(r)
+        return [buf[bounds[g_lo - b_lo]:bounds[g_hi - b_lo]] for g_lo, g_hi in round_groups]
+
+    def scatter(r):
+        """Scatter round r's keys into buf, laid out by bucket."""
+        b_lo, b_hi = rounds[r][:2]
         bounds = round_bounds(r)
         cursor = np.zeros(counts.size, dtype=np.int64)
         cursor[b_lo:b_hi] = bounds[:-1]
@@ -375,46 +439,95 @@ def _sort_qgrams(contigs, counts, q, step, shift, mask_threshold, round_keys, to
             _indexbuild.scatter_keys(words, n, offset, es, ee, q, step, shift, buf, cursor, b_lo, b_hi)
         if not np.array_equal(cursor[b_lo:b_hi], bounds[1:]):
             raise AssertionError("q-gram scatter does not match the bucket counts")
-        for g_lo, g_hi in round_groups:
-            keys = buf[bounds[g_lo - b_lo]:bounds[g_hi - b_lo]]
-            keys.sort()
-            yield keys
 
-    def groups_of(r, sweep):
-        if len(rounds) == 1 and sweep == 1:  # still sorted from the first sweep
-            b_lo, _, _, round_groups = rounds[0]
-            bounds = round_bounds(0)
-            return (buf[bounds[g_lo - b_lo]:bounds[g_hi - b_lo]] for g_lo, g_hi in round_groups)
-        if len(rounds) > 1 or total_keys >= 10_000_000:
-            log(f"sorting q-grams ({'counting' if sweep == 0 else 'writing'}): round {r + 1}/{len(rounds)}, "
-                f"{rounds[r][2]:,} of {total_keys:,} positions")
-        return sorted_groups(r)
+    def swept(r, sweep, work):
+        """work(keys) of every group of round r, in group order; the groups are sorted first unless the single
+        round is still sorted from the first sweep."""
+        sort = not (len(rounds) == 1 and sweep == 1)
+        if sort:
+            if len(rounds) > 1 or total_keys >= 10_000_000:
+                log(f"sorting q-grams ({'counting' if sweep == 0 else 'writing'}): round {r + 1}/{len(rounds)}, "
+                    f"{rounds[r][2]:,} of {total_keys:,} positions")
+            scatter(r)
+
+        def one(keys):
+            if sort:
+                keys.sort()
+            return work(keys)
+
+        keys = group_keys(r)
+        if pool is None:
+            return map(one, keys)
+        return _ordered(pool, one, keys, 2 * threads)
+
+    def count(keys):
+        kv, _, positions, km, m, mv = _group_p(keys, mask_threshold)
+        return kv.size, positions.size, km, m, mv
 
     kept = masked = kmers_masked = n_kmers = 0
     masked_values = [np.zeros(0, np.uint32)]
-    for r in range(len(rounds)):
-        for keys in groups_of(r, 0):
-            kv, _, positions, km, m, mv = _group_p(keys, mask_threshold)
-            n_kmers += kv.size
-            kept += positions.size
-            kmers_masked += km
-            masked += m
-            masked_values.append(mv)
-    kmers_out, starts_out, pos_out = create(n_kmers, kept)
-    starts_out.append(np.zeros(1, dtype=starts_out.ds.dtype))
-    written = 0
-    for r in range(len(rounds)):
-        for keys in groups_of(r, 1):
-            kv, cnt, positions, _, _, _ = _group_p(keys, mask_threshold)
-            kmers_out.append(kv)
-            starts_out.append((written + np.cumsum(cnt)).astype(starts_out.ds.dtype))
-            pos_out.append(positions)
-            written += positions.size
-    for out in (kmers_out, starts_out, pos_out):
-        out.flush()
-    if written != kept or kmers_out.size != n_kmers:
+    try:
+        for r in range(len(rounds)):
+            for nk, npos, km, m, mv in swept(r, 0, count):
+                n_kmers += nk
+                kept += npos
+                kmers_masked += km
+                masked += m
+                masked_values.append(mv)
+        buckets_out, pos_out = create(kept)
+        table = _BucketTable(buckets_out, 2 * q - bucket_bits, 1 << bucket_bits)
+        for r in range(len(rounds)):
+            for kv, cnt, positions, _, _, _ in swept(r, 1, lambda keys: _group_p(keys, mask_threshold)):
+                table.add(kv, cnt)
+                pos_out.append(positions)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    table.close()
+    pos_out.flush()
+    if table.written != kept or pos_out.size != kept:
         raise AssertionError("the writing sweep does not match the counting sweep")
     return kept, masked, kmers_masked, n_kmers, np.concatenate(masked_values)
+
+
+def _ordered(pool, fn, items, window):
+    """fn(item) for every item on ``pool``, at most ``window`` at a time, yielded in the items' order."""
+    from collections import deque
+
+    pending = deque()
+    for item in items:
+        pending.append(pool.submit(fn, item))
+        if len(pending) >= window:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+class _BucketTable:
+    """Writes the bucket table front to back from the kept q-grams in ascending value order: entry b is the
+    number of kept positions whose q-gram value is below b << suffix_bits (one closing entry, the total)."""
+
+    def __init__(self, writer, suffix_bits, n_buckets):
+        self.writer, self.suffix_bits, self.n_buckets = writer, suffix_bits, n_buckets
+        self.next, self.written = 0, 0  # next entry to write; positions before this group
+
+    def add(self, kv, cnt):
+        if not kv.size:
+            return
+        bucket = (kv >> np.uint32(self.suffix_bits)).astype(np.int64)  # suffix_bits < 32: bucket_bits >= 1
+        last = int(bucket[-1])
+        if last >= self.next:
+            before = np.concatenate(([0], np.cumsum(cnt)))
+            first = np.searchsorted(bucket, np.arange(self.next, last + 1), side="left")
+            self.writer.append((self.written + before[first]).astype(self.writer.ds.dtype))
+            self.next = last + 1
+        self.written += int(cnt.sum())
+
+    def close(self):
+        if self.next <= self.n_buckets:
+            self.writer.append(np.full(self.n_buckets + 1 - self.next, self.written, dtype=self.writer.ds.dtype))
+            self.next = self.n_buckets + 1
+        self.writer.flush()
 
 
 def _plan(counts, target):
@@ -557,8 +670,8 @@ def read_chunks_parallel(ds, path, threads=None, dtype=None):
 # Every dataset of an index, in file order; each carries the CRC-32 of its bytes (attribute crc32).
 DATASETS = ("contigs/names", "contigs/lengths", "contigs/offsets", "contigs/md5", "sequence/packed",
             "sequence/exceptions/start", "sequence/exceptions/end", "sequence/exceptions/letter",
-            "qgrams/kmers", "qgrams/starts", "qgrams/positions", "qgrams/masked")
-# Datasets that indexes written by older versions lack (readers go on without them).
+            "qgrams/buckets", "qgrams/positions", "qgrams/masked")
+# Datasets that an index may lack (readers go on without them; peanut map says what that costs).
 OPTIONAL_DATASETS = ("qgrams/masked",)
 # Datasets up to this size are verified at every start-up: the contigs, the exceptions and the packed
 # sequence of genomes up to about 270 Mbp.
@@ -632,10 +745,14 @@ class ReferenceIndex:
             raise InputError(path, "not a peanut-py reference index (incomplete, or another HDF5 file)")
         version = int(a.get("format_version", -1))
         if version != FORMAT_VERSION:
+            source = a.get("source_fasta")
+            if isinstance(source, bytes):
+                source = source.decode("utf-8", "replace")
+            how = f"peanut index -o {path} {source}" if source else f"peanut index -o {path} REF.fa"
             raise InputError(
                 path,
                 f"index format version {version} is not supported by peanut-py {__version__} "
-                f"(reads version {FORMAT_VERSION}); rebuild it with `peanut index`",
+                f"(reads version {FORMAT_VERSION}); rebuild it from its FASTA: {how}",
             )
         for ds in DATASETS:
             if ds in OPTIONAL_DATASETS and ds not in h5:
@@ -645,9 +762,11 @@ class ReferenceIndex:
             h5[ds]  # opens its object header: damage there is reported here, not at first use
         self.q = int(a["q"])
         self.step = int(a["step"])
-        if not (4 <= self.q <= 16 and 1 <= self.step <= 1024):
-            raise InputError(path, f"damaged index: q {self.q} and step {self.step} are not those of an index "
-                             "(q 4..16, step 1..1024); rebuild it with `peanut index`")
+        self.bucket_bits = int(a["bucket_bits"])
+        if not (4 <= self.q <= 16 and 1 <= self.step <= 1024 and 1 <= self.bucket_bits <= min(2 * self.q, 32)):
+            raise InputError(path, f"damaged index: q {self.q}, step {self.step} and bucket bits {self.bucket_bits} "
+                             "are not those of an index (q 4..16, step 1..1024, bucket bits 1..2q); rebuild it with "
+                             "`peanut index`")
         self.mask_threshold = int(a["mask_threshold"])
         self.checksum = str(a["checksum"])
         self.attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in a.items()}
@@ -739,13 +858,15 @@ class ReferenceIndex:
         _extension().fill_bitmap(s, e, bits)
         return bits
 
-    def kmers(self):
-        return self._read("qgrams/kmers", np.uint32)
+    def buckets(self, dtype=np.int64):
+        """The bucket table: positions[buckets[b] .. buckets[b + 1]) are those whose q-gram value has the top
+        ``bucket_bits`` bits b.  uint32 on disk (int64 from 2^32 positions); ``dtype=np.uint32`` is valid below
+        2^32 positions, and mapped from the file when stored so."""
+        return self._read("qgrams/buckets", dtype)
 
-    def kmer_starts(self, dtype=np.int64):
-        """CSR starts (uint32 on disk; int64 in older indexes); ``dtype=np.uint32`` is valid
-        below 2^32 positions, and mapped from the file when stored so."""
-        return self._read("qgrams/starts", dtype)
+    def qgram_values(self, positions):
+        """The q-gram value at each of ``positions`` (global), from the packed sequence."""
+        return qgram_values(self.packed(), positions, self.q)
 
     @property
     def n_positions(self):
@@ -822,7 +943,7 @@ class ReferenceIndex:
 
     def _storage(self):
         """How `peanut map` gets the q-gram table from this file: mapped, or read and inflated."""
-        raw = all(self._mappable(self._h5[n]) for n in ("qgrams/kmers", "qgrams/starts", "qgrams/positions"))
+        raw = all(self._mappable(self._h5[n]) for n in ("qgrams/buckets", "qgrams/positions"))
         return ("contiguous and raw: mapped from the page cache by peanut map" if raw
                 else "chunked or compressed: read and inflated into memory by peanut map at start-up")
 
@@ -852,43 +973,36 @@ class ReferenceIndex:
             checked += 1
         return checked
 
-    def check_table(self, kmers, starts, positions, release=False):
+    def check_table(self, buckets, positions, release=False):
         """Structural checks of the q-gram table before it reaches a kernel, which would read out of bounds on
-        a damaged one: kmers ascending below 4^q, CSR starts from 0 ascending to the number of positions,
-        positions inside the padded genome.  Raises InputError naming the dataset.  With ``release``, the
-        pages of mapped arrays leave the resident set block by block once checked (:func:`release_pages`), so
-        that the checks never hold the whole table."""
+        a damaged one: 2^bucket_bits + 1 bucket starts ascending from 0 to the number of positions, and every
+        position's q bases inside the packed sequence.  Raises InputError naming the dataset.  With
+        ``release``, the pages of mapped arrays leave the resident set block by block once checked
+        (:func:`release_pages`), so that the checks never hold the whole table."""
         def damaged(name, what):
             return InputError(self.path, f"damaged index: /qgrams/{name} {what}; rebuild it with `peanut index`")
 
-        n = len(kmers)
-        if len(starts) != n + 1:
-            raise damaged("starts", f"has {len(starts):,} entries for {n:,} q-grams")
-        if n and (int(starts[0]) != 0 or int(starts[n]) != len(positions)):
-            raise damaged("starts", "does not run from 0 to the number of positions")
-        if n and int(kmers[n - 1]) >= 4 ** self.q:
-            raise damaged("kmers", f"holds a value beyond 4^{self.q}")
-        for lo in range(0, n, CHECK_BLOCK):
-            hi = min(n, lo + CHECK_BLOCK)
-            k = np.asarray(kmers[lo : hi + 1])
-            if (k[1:] <= k[:-1]).any():
-                raise damaged("kmers", "is not strictly ascending")
-            s = np.asarray(starts[lo : hi + 1])
+        n = (1 << self.bucket_bits) + 1
+        if len(buckets) != n:
+            raise damaged("buckets", f"has {len(buckets):,} entries for 2^{self.bucket_bits} buckets")
+        if int(buckets[0]) != 0 or int(buckets[n - 1]) != len(positions):
+            raise damaged("buckets", "does not run from 0 to the number of positions")
+        for lo in range(0, n - 1, CHECK_BLOCK):
+            s = np.asarray(buckets[lo : lo + CHECK_BLOCK + 1])
             if (s[1:] < s[:-1]).any():
-                raise damaged("starts", "is not ascending")
+                raise damaged("buckets", "is not ascending")
             if release:
-                release_pages(kmers[lo:hi])
-                release_pages(starts[lo:hi])
+                release_pages(buckets[lo : lo + CHECK_BLOCK])
         for lo in range(0, len(positions), CHECK_BLOCK):
             block = positions[lo : lo + CHECK_BLOCK]
-            if int(np.max(block)) >= self.total_padded:
+            if int(np.max(block)) + self.q > self.total_padded:
                 raise damaged("positions", "holds a position beyond the genome")
             if release:
                 release_pages(block)
 
     def describe(self):
         a = self.attrs
-        n_kmers = self._h5["qgrams/kmers"].shape[0]
+        n_kmers = int(a.get("kmers_kept", 0))
         s, e, _ = self.exceptions()
         non_acgt = int((e - s).sum())
         size = os.path.getsize(self.path)
@@ -905,6 +1019,7 @@ class ReferenceIndex:
             f"  mask threshold     {self.mask_threshold}" + ("  (no masking)" if self.mask_threshold == 0 else ""),
             f"  q-gram positions   {int(a.get('positions_kept', 0)):,} kept, {int(a.get('positions_masked', 0)):,} masked",
             f"  distinct q-grams   {n_kmers:,} kept, {int(a.get('kmers_masked', 0)):,} masked",
+            f"  bucket table       2^{self.bucket_bits} buckets on the top {self.bucket_bits} bits of a q-gram value",
             f"  q-gram table       {self._storage()}",
             f"  file size          {size / 1e6:,.1f} MB",
         ]

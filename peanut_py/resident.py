@@ -1,9 +1,10 @@
 """The reference on the device, uploaded once per run (see docs/core.md, "resident reference").
 
 The packed sequence, the ambiguity bitmap and the contig table always stay resident: validation reads them
-for every candidate.  The q-gram table (kmers, CSR starts, positions) is resident too when it fits the
-device's share for it; otherwise it stays on the host and filtration streams it in chunks of consecutive
-kmers, one chunk at a time into reused device buffers.  Both modes hand filtration the same
+for every candidate, and filtration reads the q-gram value of a reference position from the packed sequence.
+The q-gram table (bucket table and positions) is resident too when it fits the device's share for it;
+otherwise it stays on the host and filtration streams it in chunks of consecutive buckets, one chunk at a
+time into reused device buffers.  Both modes hand filtration the same
 :class:`QGramChunk` views, so the hits, and hence the candidates, are identical.
 """
 from collections import namedtuple
@@ -24,13 +25,13 @@ CHUNK_SHARE = 0.125
 # small enough that a block's host pages (released after its copy) are a small share of a run's memory.
 UPLOAD_BLOCK = 64 << 20
 
-# One chunk of the q-gram table as device arrays: kmers[k_base + k] for k < n_kmers, whose positions are
-# positions[starts[k_base + k] .. starts[k_base + k + 1]).  first_kmer is the chunk's index in the table.
-QGramChunk = namedtuple("QGramChunk", "kmers starts positions k_base n_kmers first_kmer n_positions")
+# One chunk of the q-gram table as device arrays: buckets first_bucket + b for b < n_buckets, whose positions
+# are positions[buckets[b_base + b] .. buckets[b_base + b + 1]).
+QGramChunk = namedtuple("QGramChunk", "buckets positions b_base n_buckets first_bucket n_positions")
 
 
 def device_starts_dtype(n_positions):
-    """The CSR starts' type on the device: 32 bits while every position offset fits."""
+    """The bucket starts' type on the device: 32 bits while every position offset fits."""
     return np.uint32 if n_positions < 1 << 32 else np.uint64
 
 
@@ -86,22 +87,28 @@ class ResidentReference:
     """Device copy of a reference index.
 
     Device arrays: ``packed``, ``ambiguous``, ``contig_offsets``, ``contig_ends`` (uint32) and, unless
-    ``streamed``, ``kmers`` (uint32), ``kmer_starts`` (uint32, or uint64 beyond 2^32 positions) and
-    ``positions`` (uint32).  Host ints ``n_contigs``, ``q``, ``step``, ``n_kmers``, ``n_positions``,
-    ``genome_end`` (one past the last contig base).  ``table_budget`` (bytes) overrides the device-derived
-    room for the q-gram table; ``chunk_positions`` the positions per streamed chunk; ``starts_dtype`` the
-    device type of resident CSR starts (default :func:`device_starts_dtype`; tests force ``np.uint64`` to run
-    the kernels' 64-bit variant on a small table).
+    ``streamed``, ``buckets`` (the bucket table: uint32, or uint64 beyond 2^32 positions) and ``positions``
+    (uint32).  Host ints ``n_contigs``, ``q``, ``step``, ``bucket_bits``, ``n_buckets``, ``suffix_bits``
+    (2q - bucket_bits), ``n_positions``, ``genome_end`` (one past the last contig base).  ``table_budget``
+    (bytes) overrides the device-derived room for the q-gram table; ``chunk_positions`` the positions per
+    streamed chunk; ``starts_dtype`` the device type of resident bucket starts (default
+    :func:`device_starts_dtype`; tests force ``np.uint64`` to run the kernels' 64-bit variant on a small
+    table).
     """
 
     # The index's masked q-gram values (host uint32, ascending), which lower the votes threshold of the read
     # strands holding them (filtration.py); None where the index does not store them.
     masked_kmers = None
 
-    def __init__(self, device, packed, ambiguous, offsets, lengths, kmers, kmer_starts, positions, q, step,
+    def __init__(self, device, packed, ambiguous, offsets, lengths, buckets, positions, q, step,
                  table_budget=None, chunk_positions=None, *, starts_dtype=None):
         self.device = device
         self.q, self.step = int(q), int(step)
+        self.n_buckets = len(buckets) - 1
+        self.bucket_bits = self.n_buckets.bit_length() - 1
+        if self.n_buckets < 1 or self.n_buckets != 1 << self.bucket_bits or self.bucket_bits > 2 * self.q:
+            raise ValueError(f"a bucket table has 2^k + 1 entries, k <= 2q; got {len(buckets)}")
+        self.suffix_bits = 2 * self.q - self.bucket_bits
         offsets = np.asarray(offsets, dtype=np.int64)
         lengths = np.asarray(lengths, dtype=np.int64)
         ends = offsets + lengths
@@ -132,9 +139,8 @@ class ResidentReference:
         self.contig_ends = _upload(device, ends, np.uint32)
 
         # The q-gram table: host references first (NumPy arrays or h5py datasets; only slices are read).
-        self._kmers_host, self._starts_host, self._positions_host = kmers, kmer_starts, positions
-        self.n_kmers = len(kmers)
-        self.n_positions = int(kmer_starts[self.n_kmers]) if self.n_kmers else 0
+        self._buckets_host, self._positions_host = buckets, positions
+        self.n_positions = int(buckets[self.n_buckets])
         needed = device_starts_dtype(self.n_positions)
         if starts_dtype is None:
             starts_dtype = needed
@@ -142,26 +148,25 @@ class ResidentReference:
             raise ValueError(f"starts_dtype {np.dtype(starts_dtype)} cannot hold {self.n_positions} positions")
         else:
             starts_dtype = np.dtype(starts_dtype).type
-        table_bytes = 4 * self.n_kmers + np.dtype(starts_dtype).itemsize * (self.n_kmers + 1) + 4 * self.n_positions
+        bucket_bytes = np.dtype(starts_dtype).itemsize * (self.n_buckets + 1)
+        table_bytes = bucket_bytes + 4 * self.n_positions
         if table_budget is None:
             table_budget = RESIDENT_SHARE * room
-        largest = max(4 * self.n_kmers, np.dtype(starts_dtype).itemsize * (self.n_kmers + 1), 4 * self.n_positions)
-        self.streamed = table_bytes > table_budget or largest > device.max_alloc
+        self.streamed = table_bytes > table_budget or max(bucket_bytes, 4 * self.n_positions) > device.max_alloc
         if chunk_positions is None:
-            # kmers + starts + positions: at most 12 bytes per position of a chunk.
-            chunk_positions = int(min(CHUNK_SHARE * room, device.max_alloc) // 12)
+            # positions and, at most, one bucket start per position: at most 8 bytes per position of a chunk.
+            chunk_positions = int(min(CHUNK_SHARE * room, device.max_alloc) // 8)
         self.chunk_positions = max(1, int(chunk_positions))
         if self.streamed:
-            self.kmers = self.kmer_starts = self.positions = None
+            self.buckets = self.positions = None
             self.starts_dtype = np.uint32  # chunks are rebased to their first position
         else:
-            self.kmers = _upload(device, kmers, np.uint32)
-            self.kmer_starts = _upload(device, kmer_starts, starts_dtype)
+            self.buckets = _upload(device, buckets, starts_dtype)
             self.positions = _upload(device, positions, np.uint32)
             self.starts_dtype = starts_dtype
         self.device_bytes = sum(a.nbytes for a in (self.packed, self.ambiguous, self.contig_offsets, self.contig_ends))
         if not self.streamed:
-            self.device_bytes += self.kmers.nbytes + self.kmer_starts.nbytes + self.positions.nbytes
+            self.device_bytes += self.buckets.nbytes + self.positions.nbytes
 
     @classmethod
     def from_index(cls, device, reference_index, **kwargs):
@@ -176,20 +181,20 @@ class ResidentReference:
 
         ri = reference_index
         # The arrays are read side by side (each reader spreads its chunks over the cores and holds the GIL
-        # only between chunks); CSR starts arrive in the type the device keeps them in.
+        # only between chunks); bucket starts arrive in the type the device keeps them in.
         starts_dtype = device_starts_dtype(ri.n_positions)
         with ThreadPoolExecutor(max_workers=4) as pool:
-            parts = [pool.submit(f) for f in (ri.packed, ri.ambiguity_bitmap, ri.kmers,
-                                               lambda: ri.kmer_starts(starts_dtype), ri.positions)]
-            packed, ambiguous, kmers, starts, positions = (f.result() for f in parts)
+            parts = [pool.submit(f) for f in (ri.packed, ri.ambiguity_bitmap, lambda: ri.buckets(starts_dtype),
+                                               ri.positions)]
+            packed, ambiguous, buckets, positions = (f.result() for f in parts)
         # Where no device uses the host arrays in place, their pages leave this process's resident set once
         # checked and once copied: a GPU run does not hold the reference twice.
-        ri.check_table(kmers, starts, positions, release=not any(d.host_memory for d in devices))
+        ri.check_table(buckets, positions, release=not any(d.host_memory for d in devices))
 
         masked = ri.masked_kmers()
 
         def upload(device):
-            resident = cls(device, packed, ambiguous, ri.offsets, ri.lengths, kmers, starts, positions, ri.q,
+            resident = cls(device, packed, ambiguous, ri.offsets, ri.lengths, buckets, positions, ri.q,
                            ri.step, **kwargs)
             resident.masked_kmers = masked
             return resident
@@ -204,20 +209,20 @@ class ResidentReference:
     def starts_ctype(self):
         return "ulong" if self.starts_dtype == np.uint64 else "uint"
 
-    def qgram_chunks(self, max_kmers):
-        """Yield :class:`QGramChunk` covering the table in kmer order, each with at most ``max_kmers``
-        kmers (and, streamed, at most ``chunk_positions`` positions unless one kmer alone has more).
+    def qgram_chunks(self, max_buckets):
+        """Yield :class:`QGramChunk` covering the table in bucket order, each with at most ``max_buckets``
+        buckets (and, streamed, at most ``chunk_positions`` positions unless one bucket alone has more).
 
         Streamed chunks live in buffers that the next chunk overwrites: use each before advancing."""
-        max_kmers = max(1, int(max_kmers))
+        max_buckets = max(1, int(max_buckets))
         if not self.streamed:
-            for k0 in range(0, self.n_kmers, max_kmers):
-                n = min(max_kmers, self.n_kmers - k0)
-                yield QGramChunk(self.kmers, self.kmer_starts, self.positions, k0, n, k0, None)
+            for b0 in range(0, self.n_buckets, max_buckets):
+                n = min(max_buckets, self.n_buckets - b0)
+                yield QGramChunk(self.buckets, self.positions, b0, n, b0, None)
             return
-        yield from self._streamed_chunks(max_kmers)
+        yield from self._streamed_chunks(max_buckets)
 
-    def _streamed_chunks(self, max_kmers):
+    def _streamed_chunks(self, max_buckets):
         import pyopencl as cl
         import pyopencl.array as cla
 
@@ -230,23 +235,21 @@ class ResidentReference:
                 bufs[name] = cla.empty(queue, max(int(n), 1), dtype, allocator=pool)
             return bufs[name]
 
-        k0 = 0
-        while k0 < self.n_kmers:
-            k1 = min(self.n_kmers, k0 + max_kmers)
-            starts = np.asarray(self._starts_host[k0 : k1 + 1], dtype=np.int64)
-            # Last kmer whose positions end within the chunk budget; always at least one kmer.
+        b0 = 0
+        while b0 < self.n_buckets:
+            b1 = min(self.n_buckets, b0 + max_buckets)
+            starts = np.asarray(self._buckets_host[b0 : b1 + 1], dtype=np.int64)
+            # Last bucket whose positions end within the chunk budget; always at least one bucket.
             fit = int(np.searchsorted(starts, starts[0] + self.chunk_positions, side="right")) - 1
-            k1 = k0 + max(1, min(fit, k1 - k0))
-            starts = starts[: k1 - k0 + 1]
+            b1 = b0 + max(1, min(fit, b1 - b0))
+            starts = starts[: b1 - b0 + 1]
             n_pos = int(starts[-1] - starts[0])
-            d_kmers = buffer("kmers", k1 - k0, np.uint32)
-            d_starts = buffer("starts", k1 - k0 + 1, np.uint32)
+            d_starts = buffer("buckets", b1 - b0 + 1, np.uint32)
             d_pos = buffer("positions", n_pos, np.uint32)
             # Blocking copies: the host slices are temporaries.
-            cl.enqueue_copy(queue, d_kmers.data, np.ascontiguousarray(self._kmers_host[k0:k1], dtype=np.uint32))
             cl.enqueue_copy(queue, d_starts.data, (starts - starts[0]).astype(np.uint32))
             if n_pos:
                 cl.enqueue_copy(queue, d_pos.data,
                                 np.ascontiguousarray(self._positions_host[int(starts[0]) : int(starts[-1])], dtype=np.uint32))
-            yield QGramChunk(d_kmers, d_starts, d_pos, 0, k1 - k0, k0, n_pos)
-            k0 = k1
+            yield QGramChunk(d_starts, d_pos, 0, b1 - b0, b0, n_pos)
+            b0 = b1

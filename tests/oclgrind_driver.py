@@ -143,13 +143,12 @@ def wrapper_results(device, workdir):
         for field, values in cand.to_host().items():
             out[f"{name}.{field}"] = values
     # hit windows: the first read alone, in windows one hit smaller than its strand's hits, so that strand is
-    # emitted in two windows and merged (every range and merge costs many scans, slow on the simulator); one
-    # table chunk, since by default the window's size also bounds the chunks
+    # emitted in two windows and merged (every range and merge costs many scans, slow on the simulator)
     first_read = out["per_position.rs"] < 2
     hits = np.bincount(out["per_position.rs"][first_read], weights=out["per_position.votes"][first_read]).max()
     rb1 = ReadBuffer(device, codes[:offsets[1]], offsets[:2], q=resident.q)
     cand = filter_reference(device, resident, QGroupIndex(device, rb1, resident.q), rb1, min_votes=1,
-                            max_hits_per_pass=int(hits) - 1, max_kmers_per_chunk=1 << 20)
+                            max_hits_per_pass=int(hits) - 1)
     for field, values in cand.to_host().items():
         out[f"windows.{field}"] = values
 

@@ -27,9 +27,20 @@ CONTIG_GAP = 1024
 
 # ---------------------------------------------------------------- plain references
 
-def build_reference(contigs, q, step, max_occ):
+def bucket_table(kmers, starts, q, bits):
+    """The bucket table of a CSR table (ascending distinct kmers, their starts): entry b is the number of
+    positions whose q-gram value is below b << (2q - bits)."""
+    edges = np.arange((1 << bits) + 1, dtype=np.uint64) << np.uint64(2 * q - bits)
+    return np.asarray(starts, np.int64)[np.searchsorted(np.asarray(kmers, np.uint64), edges)]
+
+
+def build_reference(contigs, q, step, max_occ, bucket_bits=None):
     """Padded layout of docs/architecture.md and the q-gram table: every all-ACGT q-gram at a contig-local
-    position divisible by ``step``, q-grams occurring more than ``max_occ`` times dropped."""
+    position divisible by ``step``, q-grams occurring more than ``max_occ`` times dropped; as distinct kmers
+    with CSR starts (for the brute force) and as the index's bucket table on ``bucket_bits`` bits (default:
+    the index build's choice)."""
+    from peanut_py.reference import bucket_bits_for
+
     offsets, pos = [], CONTIG_GAP
     for c in contigs:
         offsets.append(pos)
@@ -67,8 +78,10 @@ def build_reference(contigs, q, step, max_occ):
     masked = kmers[~keep].astype(np.uint32)
     kmers, counts = kmers[keep].astype(np.uint32), counts[keep]
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    bits = bucket_bits_for(len(g), q) if bucket_bits is None else bucket_bits
     return dict(packed=packed, ambiguous=ambiguous, offsets=offsets, lengths=lengths, kmers=kmers,
-                kmer_starts=starts, positions=p[kept].astype(np.uint32), genome=genome, masked=masked)
+                kmer_starts=starts, buckets=bucket_table(kmers, starts, q, bits),
+                positions=p[kept].astype(np.uint32), genome=genome, masked=masked)
 
 
 def brute_force_hits(ref, codes, offsets, q):
@@ -172,9 +185,9 @@ def sampled_reads(rng, contigs, n, lo=30, hi=250):
     return np.concatenate(reads).astype(np.uint8), offsets
 
 
-def table_args(ref, q, step):
-    return (ref["packed"], ref["ambiguous"], ref["offsets"], ref["lengths"], ref["kmers"], ref["kmer_starts"],
-            ref["positions"], q, step)
+def table_args(ref, q, step, buckets=None):
+    return (ref["packed"], ref["ambiguous"], ref["offsets"], ref["lengths"],
+            ref["buckets"] if buckets is None else buckets, ref["positions"], q, step)
 
 
 @pytest.fixture(scope="session")
@@ -202,10 +215,12 @@ def test_resident_reference_arrays(device, planted):
     np.testing.assert_array_equal(res.ambiguous.get(), ref["ambiguous"])
     np.testing.assert_array_equal(res.contig_offsets.get(), ref["offsets"])
     np.testing.assert_array_equal(res.contig_ends.get(), ref["offsets"] + ref["lengths"])
-    np.testing.assert_array_equal(res.kmers.get(), ref["kmers"])
-    np.testing.assert_array_equal(res.kmer_starts.get(), ref["kmer_starts"])
+    np.testing.assert_array_equal(res.buckets.get(), ref["buckets"])
     np.testing.assert_array_equal(res.positions.get(), ref["positions"])
     assert (res.n_contigs, res.q, res.step) == (3, 11, 2)
+    # a few positions per bucket: the build's choice for this many positions
+    assert res.n_buckets == len(ref["buckets"]) - 1 and 1 <= res.n_positions / res.n_buckets <= 4
+    assert res.suffix_bits == 2 * 11 - res.bucket_bits
 
 
 def test_cpu_device_uses_page_aligned_arrays_in_place(device, planted):
@@ -238,21 +253,19 @@ def test_cpu_device_uses_page_aligned_arrays_in_place(device, planted):
 def test_streamed_chunks_tile_the_table(device, planted):
     ref = planted["ref"]
     res = ResidentReference(device, *table_args(ref, 11, 2), table_budget=0, chunk_positions=1000)
-    assert res.streamed and res.kmers is None and res.device_bytes < 100_000
-    kmers, starts, positions = [], [0], []
+    assert res.streamed and res.buckets is None and res.device_bytes < 100_000
+    starts, positions = [0], []
     n_chunks = 0
-    for c in res.qgram_chunks(max_kmers=400):  # streamed buffers are reused: read each chunk in its turn
+    for c in res.qgram_chunks(max_buckets=400):  # streamed buffers are reused: read each chunk in its turn
         n_chunks += 1
-        assert c.n_kmers <= 400 and c.n_positions <= 1000 and c.k_base == 0
-        assert c.first_kmer == sum(len(k) for k in kmers)
-        kmers.append(c.kmers.get()[: c.n_kmers])
-        s = c.starts.get()[: c.n_kmers + 1].astype(np.int64)
+        assert c.n_buckets <= 400 and c.n_positions <= 1000 and c.b_base == 0
+        assert c.first_bucket == len(starts) - 1
+        s = c.buckets.get()[: c.n_buckets + 1].astype(np.int64)
         assert s[0] == 0 and s[-1] == c.n_positions
         starts.extend(s[1:] + starts[-1])
         positions.append(c.positions.get()[: c.n_positions])
     assert n_chunks >= len(ref["positions"]) // 1000
-    np.testing.assert_array_equal(np.concatenate(kmers), ref["kmers"])
-    np.testing.assert_array_equal(np.array(starts), ref["kmer_starts"])
+    np.testing.assert_array_equal(np.array(starts), ref["buckets"])
     np.testing.assert_array_equal(np.concatenate(positions), ref["positions"])
 
 
@@ -265,29 +278,42 @@ def test_sequence_too_large_for_device_is_an_error(planted):
 
 # ---------------------------------------------------------------- filtration
 
+@pytest.mark.parametrize("bits", [None, 3, 22])  # the build's choice, large buckets, one kmer per bucket
 @pytest.mark.parametrize("fold", [0, 1])
-@pytest.mark.parametrize("block", [1, 7, 256])  # the GPU's one kmer per work-item, a ragged block, the CPU's
-def test_present_kmers_match_numpy(device, planted, fold, block):
-    """present_kmers lists, in some order, exactly the kmers whose key (the kmer, or folded its first q - 1
-    bases) occurs in the read buffer; the last work-item's block is cut at the table's end."""
+def test_present_kmers_match_numpy(device, planted, fold, bits):
+    """present_kmers lists, in some order, exactly the kmers of a chunk of the table that occur in the read
+    buffer, each with its range of positions."""
     import pyopencl.array as cla
 
     p = planted
-    qi = QGroupIndex(device, p["rb"], p["q"], fold=fold)
-    kmers = p["ref"]["kmers"].astype(np.uint32)
-    knl = filtration.filter_kernels(device, p["q"], qi.s_stride, "uint", fold, block=block)
-    first = 5  # a chunk that starts inside the table
-    n = len(kmers) - first
-    present, n_present = cla.empty(device.queue, n, np.uint32), cla.zeros(device.queue, 1, np.uint32)
-    device.launch(knl.present_kmers, -(-n // block), cla.to_device(device.queue, kmers).data, np.uint64(first),
-                  np.uint32(n), qi.I.data, present.data, n_present.data)
-    got = np.sort(present.get()[: int(n_present.get()[0])])
+    ref, q = p["ref"], p["q"]
+    qi = QGroupIndex(device, p["rb"], q, fold=fold)
+    bits = bits or len(ref["buckets"]).bit_length() - 1
+    buckets = bucket_table(ref["kmers"], ref["kmer_starts"], q, bits)
+    res = ResidentReference(device, *table_args(ref, q, p["step"], buckets))
+    knl = filtration.filter_kernels(device, q, qi.s_stride, "uint", fold, 2 * q - bits)
+    # a chunk that starts inside the table: at the bucket of its tenth kmer
+    first = max(1, int(ref["kmers"][len(ref["kmers"]) // 10]) >> (2 * q - bits))
+    n = len(buckets) - 1 - first
+    room = qi.n_occurrences
+    values, ranges = cla.empty(device.queue, room, np.uint32), cla.empty(device.queue, 2 * room, np.uint32)
+    n_present = cla.zeros(device.queue, 1, np.uint32)
+    device.launch(knl.present_kmers, qi.n_distinct, res.buckets.data, np.uint64(first), np.uint32(n),
+                  np.uint32(first), res.positions.data, res.packed.data, p["rb"].text.data, qi.O.data, qi.Sp.data,
+                  qi.Ob.data, np.uint32(qi.n_distinct), values.data, ranges.data, n_present.data)
+    k = int(n_present.get()[0])
+    got_values = values.get()[:k]
+    order = np.argsort(got_values)
+    got_values, got_ranges = got_values[order], ranges.get()[: 2 * k].reshape(-1, 2)[order]
     text, rs_start, pos_rs = ref_text(p["codes"], p["offsets"])
-    g, _ = ref_qgrams(text, rs_start, pos_rs, p["q"])
-    keys = np.unique(g >> np.uint64(2 * fold))
-    want = np.flatnonzero(np.isin(kmers[first:].astype(np.uint64) >> np.uint64(2 * fold), keys))
-    np.testing.assert_array_equal(got, want)
-    assert 0 < len(want) < n
+    g, _ = ref_qgrams(text, rs_start, pos_rs, q)
+    kmers, starts = ref["kmers"], ref["kmer_starts"]
+    in_chunk = kmers.astype(np.uint64) >= np.uint64(first) << np.uint64(2 * q - bits)
+    want = np.flatnonzero(in_chunk & np.isin(kmers, np.unique(g)))
+    np.testing.assert_array_equal(got_values, kmers[want])
+    np.testing.assert_array_equal(got_ranges[:, 0], starts[want])
+    np.testing.assert_array_equal(got_ranges[:, 1], starts[want + 1])
+    assert 0 < len(want) < len(kmers) and len(want) < np.isin(kmers, np.unique(g)).sum()
 
 
 def test_raw_hits_and_candidates_match_brute_force(device, planted):
@@ -318,7 +344,7 @@ def test_small_windows_and_chunks_give_identical_candidates(device, planted, fol
     want = collapse(p["rs"], p["diag"], 8)
     qi = QGroupIndex(device, p["rb"], p["q"], fold=fold)
     cand = filter_reference(device, p["resident"], qi, p["rb"], collapse_gap=8, min_votes=1,
-                            max_hits_per_pass=5_000, max_kmers_per_chunk=301, scatter_counts=scatter)
+                            max_hits_per_pass=5_000, max_buckets_per_chunk=61, scatter_counts=scatter)
     assert cand.n_ranges > 5 and cand.n_chunks > 10 * cand.n_ranges
     assert_candidates_equal(cand.to_host(), want)
 
@@ -331,7 +357,7 @@ def test_read_strand_with_more_hits_than_a_window(device, planted):
     per_strand = np.bincount(p["rs"])
     window = int(per_strand.max()) // 4
     cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=1,
-                            max_hits_per_pass=window, max_kmers_per_chunk=997)
+                            max_hits_per_pass=window, max_buckets_per_chunk=997)
     assert (per_strand > window).sum() >= 3 and cand.n_windows > cand.n_ranges
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
@@ -384,10 +410,10 @@ def test_streamed_table_gives_identical_candidates(device, planted):
 
 
 def test_uint64_starts_give_identical_candidates(device, planted):
-    # Tables beyond 2^32 positions keep 64-bit CSR starts on the device; exercise that kernel variant.
+    # Tables beyond 2^32 positions keep 64-bit bucket starts on the device; exercise that kernel variant.
     p = planted
     res = ResidentReference(device, *table_args(p["ref"], p["q"], p["step"]), starts_dtype=np.uint64)
-    assert res.starts_dtype == np.uint64 and res.kmer_starts.dtype == np.uint64 and res.starts_ctype == "ulong"
+    assert res.starts_dtype == np.uint64 and res.buckets.dtype == np.uint64 and res.starts_ctype == "ulong"
     cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, min_votes=1, max_hits_per_pass=20_000)
     assert cand.n_ranges > 1
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
@@ -395,10 +421,10 @@ def test_uint64_starts_give_identical_candidates(device, planted):
 
 def test_memory_capped_device_streams_and_gives_identical_candidates(device, planted):
     p = planted
-    # Usable memory (3/4) = the fixed part of a q = 11 index (I and S: 768 KiB, folded 192 KiB) + 207 KiB: the
-    # ~140 KiB q-gram table exceeds its share (half) of the remaining room.
+    # Usable memory (3/4) = the fixed part of a q = 11 index (I and S: 768 KiB, folded 192 KiB) + 90 KiB: the
+    # ~50 KiB q-gram table exceeds its share (half) of the remaining room.
     fixed = layout.index_fixed_bytes(p["q"], fold=layout.default_fold(device))
-    small = Device(memory_cap=int((fixed + (207 << 10)) / 0.75))
+    small = Device(memory_cap=int((fixed + (90 << 10)) / 0.75))
     res = ResidentReference(small, *table_args(p["ref"], p["q"], p["step"]))
     assert res.streamed
     rb = ReadBuffer(small, p["codes"], p["offsets"])
@@ -527,7 +553,7 @@ def test_read_strands_with_10e5_hits(device, repeat_slots, min_votes, fold, scat
     assert_candidates_equal(cand.to_host(), want)
     # Windows below one read strand's hits: windows are sorted as one slot each, merged, then thresholded.
     cand = filter_reference(device, p["resident"], p["qi"], p["rb"], min_votes=min_votes, masked_kmers=masked,
-                            max_hits_per_pass=int(per_strand.max()) // 3, max_kmers_per_chunk=5000,
+                            max_hits_per_pass=int(per_strand.max()) // 3, max_buckets_per_chunk=5000,
                             scatter_counts=scatter)
     assert cand.n_windows > cand.n_ranges
     assert_candidates_equal(cand.to_host(), want)
@@ -686,7 +712,7 @@ def test_min_votes_matches_numpy(device, planted):
             continue
         # Strands with more hits than a window: the threshold applies after the windows are merged.
         cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=min_votes,
-                                max_hits_per_pass=window, max_kmers_per_chunk=997)
+                                max_hits_per_pass=window, max_buckets_per_chunk=997)
         assert cand.n_windows > cand.n_ranges
         assert_candidates_equal(cand.to_host(), want)
 
@@ -752,7 +778,10 @@ def test_from_index_matches_brute_force(device, shared_data, sarscov2_index):
 
     with ReferenceIndex(sarscov2_index) as ri:
         res = ResidentReference.from_index(device, ri)
-        ref = dict(kmers=ri.kmers(), kmer_starts=ri.kmer_starts(), positions=ri.positions())
+        positions = ri.positions()
+        kmers, first = np.unique(ri.qgram_values(positions), return_index=True)
+        ref = dict(kmers=kmers, kmer_starts=np.append(first, len(positions)), positions=positions)
+        np.testing.assert_array_equal(res.buckets.get(), bucket_table(kmers, ref["kmer_starts"], ri.q, ri.bucket_bits))
         np.testing.assert_array_equal(res.packed.get(), ri.packed())
         np.testing.assert_array_equal(res.ambiguous.get(), ri.ambiguity_bitmap())
         np.testing.assert_array_equal(res.contig_ends.get(), ri.offsets + ri.lengths)

@@ -129,7 +129,7 @@ def test_release_pages_keeps_the_bytes_and_leaves_other_arrays_alone(chr20_index
 
 def test_a_gpu_upload_leaves_the_table_out_of_the_resident_set(chr20_index, monkeypatch):
     """The GPU path (a CPU device told to copy, as a GPU does) checks and copies the table block by block: the
-    device arrays equal the index's, and of the index file's 600 MB at most a few blocks stay resident in this
+    device arrays equal the index's, and of the index file's 260 MB at most a few blocks stay resident in this
     process (all of it did when the whole arrays were checked and copied)."""
     monkeypatch.setattr(resident_mod, "UPLOAD_BLOCK", 3 << 20)  # several blocks, the last one short
     gpu = Device(host_memory=False)
@@ -138,8 +138,8 @@ def test_a_gpu_upload_leaves_the_table_out_of_the_resident_set(chr20_index, monk
         ref = ResidentReference.from_index(gpu, index)
         assert not ref.streamed
         assert file_kib(path) * 1024 <= 16 << 20 < index.positions().nbytes
-        table = (index.kmers(), index.kmer_starts(np.uint32), index.positions())
-        for host, dev in zip(table, (ref.kmers, ref.kmer_starts, ref.positions)):
+        table = (index.buckets(np.uint32), index.positions())
+        for host, dev in zip(table, (ref.buckets, ref.positions)):
             assert np.array_equal(dev.get(), host)
         assert np.array_equal(ref.packed.get(), index.packed())
         assert np.array_equal(ref.ambiguous.get(), index.ambiguity_bitmap())

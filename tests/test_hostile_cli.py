@@ -333,8 +333,8 @@ def _datasets(path):
     return sorted(found)
 
 
-INDEX_DATASETS = ["contigs/lengths", "contigs/md5", "contigs/names", "contigs/offsets", "qgrams/kmers",
-                  "qgrams/masked", "qgrams/positions", "qgrams/starts", "sequence/exceptions/end", "sequence/exceptions/letter",
+INDEX_DATASETS = ["contigs/lengths", "contigs/md5", "contigs/names", "contigs/offsets", "qgrams/buckets",
+                  "qgrams/masked", "qgrams/positions", "sequence/exceptions/end", "sequence/exceptions/letter",
                   "sequence/exceptions/start", "sequence/packed"]
 
 
@@ -382,7 +382,7 @@ def _metadata_offsets(path):
         if at >= 0:
             found[signature.decode().lower()] = at
     with h5py.File(path, "r") as h5:
-        for name in ("/", "contigs", "qgrams", "sequence", "contigs/names", "qgrams/starts"):
+        for name in ("/", "contigs", "qgrams", "sequence", "contigs/names", "qgrams/buckets"):
             key = "root" if name == "/" else name.replace("/", "_")
             found[f"object_header_{key}"] = h5py.h5o.get_info(h5[name].id).addr
     return found
@@ -390,7 +390,7 @@ def _metadata_offsets(path):
 
 METADATA = ["superblock_signature", "superblock_version", "superblock_addresses", "tree", "heap", "snod", "gcol",
             "object_header_root", "object_header_contigs", "object_header_qgrams", "object_header_sequence",
-            "object_header_contigs_names", "object_header_qgrams_starts"]
+            "object_header_contigs_names", "object_header_qgrams_buckets"]
 
 
 @pytest.mark.parametrize("command", ["info", "check", "map"])

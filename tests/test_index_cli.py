@@ -151,7 +151,7 @@ def test_default_output_path_and_info(tmp_path, sarscov2_fasta):
     rc, info, err = run_cli("info", index)
     assert rc == 0, err
     for needle in ("MT192765.1", "29,829", "q / step           12 / 1", "mask threshold     7", checksum, md5,
-                   f"{kept:,} kept", "format version     1"):
+                   f"{kept:,} kept", "format version     2", "bucket table       2^"):
         assert needle in info, needle
     rc, info2, err = run_cli("index", "--info", index)
     assert rc == 0 and info2 == info
@@ -215,3 +215,39 @@ def run_cli_code(code, cwd, env):
     full = dict(os.environ, **env)
     proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=full, capture_output=True, text=True)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_threads_give_the_same_index(tmp_path):
+    """`peanut index -t N` sorts and sweeps the q-gram groups on N threads: the file is the same byte for
+    byte (several rounds and many sort groups, as for a human genome)."""
+    from peanut_py.reference import build_index
+
+    fa = tmp_path / "r.fa"
+    fa.write_bytes(_RANDOM + b">copy\n" + _RANDOM[3:60_003] + b"\n")
+    sizes = dict(round_keys=70_000, sort_group=4_000, flush_elements=1 << 12, chunk=1 << 11)
+    files = []
+    for threads in (1, 2, 5):
+        out = tmp_path / f"t{threads}.h5"
+        build_index(fa, out, q=12, mask_threshold=3, threads=threads, **sizes)
+        files.append(out.read_bytes())
+    assert files[0] == files[1] == files[2]
+    with ReferenceIndex(tmp_path / "t1.h5") as ix:
+        assert ix.attrs["positions_masked"] > 0 and ix.positions().size > 200_000
+
+
+def test_an_index_of_an_older_format_says_how_to_rebuild_it(tmp_path, sarscov2_index, shared_data):
+    old = tmp_path / "old.h5"
+    shutil.copy(sarscov2_index, old)
+    import h5py
+
+    with h5py.File(old, "a") as f:
+        f.attrs["format_version"] = 1
+        source = f.attrs["source_fasta"]
+    reads = shared_data / "sarscov2" / "ERR5069949_100pairs_R1.fastq.gz"
+    for args in (["info", old], ["map", old, reads, "-o", tmp_path / "o.sam"]):
+        rc, out, err = run_cli(*map(str, args))
+        lines = err.strip().splitlines()
+        assert rc == 1 and len(lines) == 1 and "Traceback" not in err, err
+        assert lines[0].startswith(f"peanut: error: {old}: index format version 1 is not supported")
+        assert lines[0].endswith(f"rebuild it from its FASTA: peanut index -o {old} {source}")
+    assert not (tmp_path / "o.sam").exists()

@@ -90,42 +90,38 @@ def test_damaged_hdf5_metadata_is_one_line(fresh_index, tmp_path):
 
 def test_structural_checks_name_the_dataset(fresh_index):
     with ReferenceIndex(fresh_index) as index:
-        kmers, starts, positions = index.kmers().copy(), index.kmer_starts().copy(), index.positions().copy()
-        index.check_table(kmers, starts, positions)
+        buckets, positions = index.buckets().copy(), index.positions().copy()
+        index.check_table(buckets, positions)
         cases = []
-        k = kmers.copy()
-        k[5], k[6] = k[6], k[5]
-        cases.append(((k, starts, positions), "/qgrams/kmers is not strictly ascending"))
-        if 4 ** index.q <= np.iinfo(kmers.dtype).max:  # at q = 16 every uint32 is a q-gram
-            k = kmers.copy()
-            k[-1] = 4 ** index.q
-            cases.append(((k, starts, positions), "/qgrams/kmers holds a value beyond"))
-        s = starts.copy()
+        s = buckets.copy()
         s[100] = s[101] + 7
-        cases.append(((kmers, s, positions), "/qgrams/starts is not ascending"))
-        s = starts.copy()
+        cases.append(((s, positions), "/qgrams/buckets is not ascending"))
+        s = buckets.copy()
         s[-1] += 1
-        cases.append(((kmers, s, positions), "/qgrams/starts does not run from 0"))
-        cases.append(((kmers, starts[:-1], positions), "/qgrams/starts has"))
+        cases.append(((s, positions), "/qgrams/buckets does not run from 0"))
+        cases.append(((buckets[:-1], positions), "/qgrams/buckets has"))
         p = positions.copy()
         p[7] = index.total_padded + 3
-        cases.append(((kmers, starts, p), "/qgrams/positions holds a position beyond the genome"))
+        cases.append(((buckets, p), "/qgrams/positions holds a position beyond the genome"))
+        p = positions.copy()
+        p[7] = index.total_padded - index.q + 1  # its q-gram would end past the packed sequence
+        cases.append(((buckets, p), "/qgrams/positions holds a position beyond the genome"))
         for arrays, message in cases:
             with pytest.raises(InputError, match=message):
                 index.check_table(*arrays)
 
 
 def test_a_damaged_table_without_checksums_stops_before_the_kernels(fresh_index, tmp_path):
-    """An index without checksums (built by an older peanut-py) whose CSR starts are damaged: the structural
+    """An index without checksums whose bucket table is damaged: the structural
     check stops the run with one line (the filtration kernel would read out of bounds)."""
     damaged = tmp_path / "old.h5"
     shutil.copy(fresh_index, damaged)
     with h5py.File(damaged, "r+") as h5:
         for name in DATASETS:
             del h5[name].attrs["crc32"]
-        starts = h5["qgrams/starts"]
+        starts = h5["qgrams/buckets"]
         starts[len(starts) // 2] = np.iinfo(starts.dtype).max
     rc, out, err = run_cli("map", "-q", str(damaged), str(READS), "-o", str(tmp_path / "o.sam"))
-    _one_line_error(rc, out, err, str(damaged), "/qgrams/starts")
+    _one_line_error(rc, out, err, str(damaged), "/qgrams/buckets")
     rc, out, err = run_cli("index", "--check", str(damaged))
-    _one_line_error(rc, out, err, "/qgrams/starts")
+    _one_line_error(rc, out, err, "/qgrams/buckets")

@@ -90,6 +90,12 @@ def brute_force_p(records, offsets, q, step, mask):
     return kmers[keep], starts, poss[pos_keep], int(counts[~keep].sum()), int((~keep).sum()), kmers[~keep]
 
 
+def expected_buckets(kmers, starts, q, bits):
+    """The bucket table of the format's definition: entry b = positions whose q-gram value is below b << (2q - bits)."""
+    edges = np.arange((1 << bits) + 1, dtype=np.uint64) << np.uint64(2 * q - bits)
+    return np.asarray(starts, np.int64)[np.searchsorted(np.asarray(kmers, np.uint64), edges)]
+
+
 def decode(ix):
     """Whole padded sequence as uppercase bytes from packed + exceptions (gaps decode as 'A')."""
     w = ix.packed()
@@ -135,11 +141,13 @@ def check_index(path, records, q, step, mask, full_p=True):
         # P
         if full_p:
             kmers, starts, positions, pmasked, kmasked, masked = brute_force_p(records, offsets, q, step, mask)
-            assert ix.kmers().dtype == np.uint32 and ix.kmer_starts().dtype == np.int64
-            assert ix.positions().dtype == np.uint32
-            assert np.array_equal(ix.kmers(), kmers)
-            assert np.array_equal(ix.kmer_starts(), starts)
+            assert ix.buckets().dtype == np.int64 and ix.positions().dtype == np.uint32
+            assert ix.bucket_bits == reference.bucket_bits_for(positions.size + pmasked, q)
+            assert np.array_equal(ix.buckets(), expected_buckets(kmers, starts, q, ix.bucket_bits))
             assert np.array_equal(ix.positions(), positions)
+            # the q-gram value of every position, read from the packed sequence
+            assert np.array_equal(ix.qgram_values(ix.positions()), np.repeat(kmers, np.diff(starts)))
+            assert ix.attrs["kmers_kept"] == kmers.size
             assert ix.attrs["positions_kept"] == positions.size
             assert ix.attrs["positions_masked"] == pmasked and ix.attrs["kmers_masked"] == kmasked
             assert ix.masked_kmers().dtype == np.uint32 and np.array_equal(ix.masked_kmers(), masked)
@@ -242,9 +250,10 @@ def test_qgrams_straddling_n_and_short_contigs(tmp_path):
         acgt = 0b00011011  # A C G T
         cgta = 0b01101100
         assert oa == 1024 and ix.offsets[1] == 1024 + 16 + 1024
-        assert ix.kmers().tolist() == [acgt, cgta]
-        assert ix.kmer_starts().tolist() == [0, 4, 5]
         assert ix.positions().tolist() == [oa, oa + 5, oc, oc + 5, oc + 6]
+        assert ix.qgram_values(ix.positions()).tolist() == [acgt] * 4 + [cgta]
+        assert ix.bucket_bits == 1  # 5 positions: two buckets, values below 2^7 and the others
+        assert ix.buckets().tolist() == [0, 5, 5]
         assert ix.fetch(2, 0, 10) == "ACGTRACGTA"
         assert ix.exceptions()[2].tolist() == [ord("N"), ord("R")]
 
@@ -257,7 +266,7 @@ def test_reference_without_any_qgram(tmp_path):
     records = parse_fasta(fa)
     check_index(tmp_path / "n.h5", records, 16, 1, reference.DEFAULT_MASK_THRESHOLD)
     with ReferenceIndex(tmp_path / "n.h5") as ix:
-        assert ix.kmers().size == 0 and ix.positions().size == 0 and ix.kmer_starts().tolist() == [0]
+        assert ix.positions().size == 0 and ix.bucket_bits == 1 and ix.buckets().tolist() == [0, 0, 0]
         assert ix.fetch(0, 0, 25) == "N" * 25 and "0 kept" in ix.describe()
 
 
@@ -365,8 +374,8 @@ def test_reader_rejects_foreign_incomplete_and_newer_files(tmp_path, sarscov2_in
     newer = tmp_path / "newer.h5"
     shutil.copy(sarscov2_index, newer)
     with h5py.File(newer, "a") as f:
-        f.attrs["format_version"] = 2
-    with pytest.raises(PeanutError, match="newer.h5.*format version 2"):
+        f.attrs["format_version"] = 3
+    with pytest.raises(PeanutError, match="newer.h5.*format version 3"):
         ReferenceIndex(newer)
     damaged = tmp_path / "damaged.h5"
     shutil.copy(sarscov2_index, damaged)
@@ -382,22 +391,24 @@ def test_file_layout(sarscov2_index, sarscov2_fasta):
 
     with h5py.File(sarscov2_index, "r") as f:
         a = f.attrs
-        assert a["format"] == "peanut-py reference index" and a["format_version"] == 1
+        assert a["format"] == "peanut-py reference index" and a["format_version"] == 2
         assert a["peanut_version"] == peanut_py.__version__ and a["contig_gap"] == 1024
         # the index keeps the absolute path as given; compare where both lead (../shared may be a link)
         assert os.path.realpath(a["source_fasta"]) == str(sarscov2_fasta.resolve())
         assert a["q"] == reference.DEFAULT_Q and a["mask_threshold"] == reference.DEFAULT_MASK_THRESHOLD
         for key in ("checksum", "command_line", "n_contigs", "total_bases", "positions_kept", "positions_masked",
-                    "kmers_masked", "step"):
+                    "kmers_kept", "kmers_masked", "step", "bucket_bits"):
             assert key in a
         types = {"contigs/lengths": np.int64, "contigs/offsets": np.int64, "sequence/packed": np.uint32,
                  "sequence/exceptions/start": np.int64, "sequence/exceptions/end": np.int64,
-                 "sequence/exceptions/letter": np.uint8, "qgrams/kmers": np.uint32, "qgrams/starts": np.uint32,
-                 "qgrams/positions": np.uint32}
+                 "sequence/exceptions/letter": np.uint8, "qgrams/buckets": np.uint32,
+                 "qgrams/positions": np.uint32, "qgrams/masked": np.uint32}
         for name, dtype in types.items():
             assert f[name].dtype == dtype, name
         assert h5py.check_string_dtype(f["contigs/names"].dtype).encoding == "utf-8"
-        for name in ("sequence/packed", "qgrams/kmers", "qgrams/starts", "qgrams/positions"):
+        assert f["qgrams/buckets"].shape == ((1 << a["bucket_bits"]) + 1,)
+        assert set(f["qgrams"]) == {"buckets", "positions", "masked"}
+        for name in ("sequence/packed", "qgrams/buckets", "qgrams/positions"):
             # contiguous and raw, on a page boundary: the mapper maps them (ReferenceIndex._mapped)
             ds = f[name]
             assert ds.chunks is None and ds.compression is None, name
@@ -406,7 +417,7 @@ def test_file_layout(sarscov2_index, sarscov2_fasta):
 
 def test_big_arrays_are_mapped_from_the_file(tmp_path, sarscov2_index):
     """Default indexes hand out read-only, page-aligned arrays backed by the file; a --compress index and one
-    in the older layout (chunked, gzip kmers and int64 starts) give equal arrays, inflated into memory."""
+    with chunked datasets (gzip bucket table, int64 starts) give equal arrays, inflated into memory."""
     import mmap
 
     def mapped(a):
@@ -418,8 +429,8 @@ def test_big_arrays_are_mapped_from_the_file(tmp_path, sarscov2_index):
     older = tmp_path / "older.h5"
     shutil.copy(sarscov2_index, older)
     with h5py.File(older, "a") as f:
-        for name, dtype, small in (("qgrams/kmers", np.uint32, True), ("qgrams/starts", np.int64, True),
-                                   ("qgrams/positions", np.uint32, False), ("sequence/packed", np.uint32, False)):
+        for name, dtype, small in (("qgrams/buckets", np.int64, True), ("qgrams/positions", np.uint32, False),
+                                   ("sequence/packed", np.uint32, False)):
             data = f[name][...].astype(dtype)
             del f[name]
             f.create_dataset(name, data=data, chunks=(max(1, min(1000, data.size)),), maxshape=(None,),
@@ -427,18 +438,18 @@ def test_big_arrays_are_mapped_from_the_file(tmp_path, sarscov2_index):
     compressed = tmp_path / "compressed.h5"
     build_index(ReferenceIndex(sarscov2_index).attrs["source_fasta"], compressed, compress=True)
     with ReferenceIndex(sarscov2_index) as ix, ReferenceIndex(older) as old, ReferenceIndex(compressed) as cz:
-        for get in ("packed", "kmers", "positions"):
+        for get in ("packed", "positions"):
             a = getattr(ix, get)()
             assert mapped(a) and not a.flags.writeable and a.ctypes.data % 4096 == 0, get
             assert not mapped(getattr(old, get)()), get
             assert np.array_equal(a, getattr(old, get)()) and np.array_equal(a, getattr(cz, get)()), get
-        assert mapped(ix.kmer_starts(np.uint32)) and not mapped(cz.kmer_starts(np.uint32))
+        assert mapped(ix.buckets(np.uint32)) and not mapped(cz.buckets(np.uint32))
         for dtype in (np.uint32, np.int64):
-            starts = ix.kmer_starts(dtype)
-            assert starts.dtype == dtype and old.kmer_starts(dtype).dtype == dtype
-            assert np.array_equal(starts, old.kmer_starts(dtype)) and np.array_equal(starts, cz.kmer_starts(dtype))
+            starts = ix.buckets(dtype)
+            assert starts.dtype == dtype and old.buckets(dtype).dtype == dtype
+            assert np.array_equal(starts, old.buckets(dtype)) and np.array_equal(starts, cz.buckets(dtype))
     with h5py.File(compressed) as f:
-        assert f["qgrams/kmers"].compression == "gzip" and f["qgrams/positions"].compression is None
+        assert f["qgrams/buckets"].compression == "gzip" and f["qgrams/positions"].compression is None
     with ReferenceIndex(sarscov2_index) as ix, ReferenceIndex(older) as old, ReferenceIndex(compressed) as cz:
         assert "q-gram table       contiguous and raw: mapped" in ix.describe()
         assert "inflated into memory" in old.describe() and "inflated into memory" in cz.describe()
@@ -468,7 +479,12 @@ def test_chr20(chr20_index, chr20_fasta):
         assert ix.names == ["20"] and int(ix.lengths[0]) == 63_025_520
         n_runs = len(ix.exceptions()[0])
         assert n_runs > 0 and set(ix.exceptions()[2].tolist()) <= set(b"ACGTNRYKMSWBDHV")
-        kmers, starts, pos = ix.kmers(), ix.kmer_starts(), ix.positions()
+        pos = ix.positions()
+        values = ix.qgram_values(pos)
+        kmers, first = np.unique(values, return_index=True)
+        starts = np.append(first, pos.size)
+        assert (values[1:] >= values[:-1]).all()
+        assert np.array_equal(ix.buckets(), expected_buckets(kmers, starts, 16, ix.bucket_bits))
         # every all-ACGT 16-gram is either kept or masked
         codes = seq_codes(seq)
         cs = np.concatenate(([0], np.cumsum(codes == 4, dtype=np.int32)))

@@ -1,10 +1,15 @@
 // Filtration (PEANUT, Algorithm 2): reference q-grams against the q-group index of a read buffer, then the
 // raw hits grouped by read strand, sorted by diagonal and collapsed into candidates on the device.
 //
-// Defines: Q, S_STRIDE, FOLD (as for qgroup.cl), STARTS_T (uint or ulong: type of the q-gram table's CSR starts),
+// Defines: Q, S_STRIDE, FOLD (as for qgroup.cl), STARTS_T (uint or ulong: type of the q-gram table's bucket
+// starts), SUFFIX_BITS (2Q minus the bucket table's bits: the bits of a q-gram value below its bucket),
 // EMIT_BLOCK (hits per work-item of the emit pass), SORT_BLOCK (slot entries sorted by insertion before
-// merging).  Hits are produced for the read strands whose text lies in [t0, t1) only (read strands
-// r0 .. r1 - 1), so that a buffer's hits can be processed in ranges of read strands of bounded size.
+// merging).
+// The reference's q-gram table (docs/FORMAT.md) is P, the indexed positions sorted by (q-gram value,
+// position), and a bucket table: bucket b holds positions[buckets[b] .. buckets[b + 1]), those whose q-gram
+// value has the top bits b.  The value of a position is read from the packed sequence (qgram_at).
+// Hits are produced for the read strands whose text lies in [t0, t1) only (read strands r0 .. r1 - 1), so
+// that a buffer's hits can be processed in ranges of read strands of bounded size.
 // A raw hit is one pair (reference position p of a kept q-gram, text position t of the same q-gram in the
 // read buffer) on read strand rs = pos_rs[t]; it is stored as its diagonal p - (offset of t in rs) in the
 // slot of rs: every read strand of the range owns one slot of a diagonal array, sized by the counting pass.
@@ -21,6 +26,26 @@
 #ifndef SORT_BLOCK
 #define SORT_BLOCK 16
 #endif
+#ifndef SUFFIX_BITS
+#define SUFFIX_BITS 0
+#endif
+
+// q-gram value (first base in the highest bits) of the Q bases at global position p of the packed sequence
+// (base g in bits 2 * (g & 15) of word g >> 4).  The second word is read only when the q-gram reaches into
+// it, so a q-gram ending at the last base of the sequence reads nothing beyond it.
+inline uint qgram_at(__global const uint *packed, uint p)
+{
+    uint w = p >> 4, o = p & 15u;
+    ulong x = packed[w];
+    if (o + Q > 16) x |= (ulong)packed[w + 1] << 32;
+    uint y = (uint)(x >> (2 * o));  // base p + k in bits 2k, 2k + 1
+    // reverse the order of the sixteen 2-bit fields: base p + k moves to bits 30 - 2k, 31 - 2k
+    y = (y >> 16) | (y << 16);
+    y = ((y >> 8) & 0x00FF00FFu) | ((y & 0x00FF00FFu) << 8);
+    y = ((y >> 4) & 0x0F0F0F0Fu) | ((y & 0x0F0F0F0Fu) << 4);
+    y = ((y >> 2) & 0x33333333u) | ((y & 0x33333333u) << 2);
+    return Q == 16 ? y : y >> (32 - 2 * Q);
+}
 
 // First entry of O[lo .. hi) (ascending within a q-gram) that is >= t.
 inline uint lower_bound_O(__global const uint *O, uint lo, uint hi, uint t)
@@ -52,42 +77,77 @@ inline void index_pair_in(__global const uint *I, __global const uint *S, __glob
 #define INDEX_ARGS __global const uint *I, __global const uint *S, __global const uint *Sp, \
                    __global const uint *O, __global const uchar *Ob, const uint t0, const uint t1
 
-// Kmers of the chunk that occur in the read buffer (bit of their key set in I; with FOLD a superset, whose
-// extra kmers then find no occurrences), appended in any order: a chromosome's table has ~10^8 kmers, of
-// which a read buffer meets a fraction (chr20, 32,768 reads of 100 bp: 5 %), so the counting and emit
-// passes and their per-kmer arrays run over this list only.  The order only decides where runs land in the
-// slots, which are sorted afterwards.  Each work-item takes PRESENT_BLOCK consecutive kmers: on a CPU device
-// (PRESENT_BLOCK 256) it counts its kmers first and reserves their places with one atomic_add, since one
-// atomic_inc per present kmer on a single counter kept the cores trading its cache line (chr20, 32,768
-// reads of 150 bp: 5.2 M appends); a GPU (PRESENT_BLOCK 1) keeps neighbouring work-items on neighbouring
-// kmers.  (Aggregating the atomics per work-group through local memory was 2x slower on PoCL.)
-#ifndef PRESENT_BLOCK
-#define PRESENT_BLOCK 1
-#endif
-inline bool key_present(__global const uint *I, uint g)
+// Kmers of the chunk that occur in the read buffer, appended in any order as their value (present_value[j])
+// and their range of the chunk's positions (present_range[2j], present_range[2j + 1]).  One work-item per
+// slot of the q-group index (a distinct q-gram, or with FOLD up to 4^FOLD of them): each distinct q-gram
+// is looked up in its bucket of the chunk by binary search on the values of the bucket's positions, read
+// from the packed sequence.  So the pass costs a few lookups per distinct q-gram of the read buffer,
+// whatever the size of the genome, and the list is never longer than the buffer's distinct q-grams; the
+// counting and emit passes and their per-kmer arrays run over it only.  The order only decides where runs
+// land in the slots, which are sorted afterwards.
+
+// The q-gram value at text position t of the read buffer (an entry of O: its q bases are all ACGT).
+inline uint read_qgram(__global const uchar *text, uint t)
 {
-    g = qgram_key(g);
-    return (I[g >> 5] >> (g & 31u)) & 1u;
+    uint g = 0;
+    for (uint i = 0; i < Q; ++i) g = (g << 2) | text[t + i];
+    return g;
 }
 
-__kernel void present_kmers(__global const uint *kmers, const ulong k_base, const uint n_k,
-                            __global const uint *I, __global uint *present, __global uint *n_present)
+// First entry of positions[lo .. hi) (ascending by q-gram value) whose q-gram is >= g.
+inline STARTS_T search_bucket(__global const uint *positions, __global const uint *packed, STARTS_T lo,
+                              STARTS_T hi, uint g)
 {
-    uint k0 = get_global_id(0) * PRESENT_BLOCK;
-    if (k0 >= n_k) return;
-#if PRESENT_BLOCK == 1
-    if (key_present(I, kmers[k_base + k0])) present[atomic_inc(n_present)] = k0;
-#else
-    uint k1 = min(k0 + PRESENT_BLOCK, n_k), n = 0;
-    for (uint k = k0; k < k1; ++k) n += key_present(I, kmers[k_base + k]);
-    if (n == 0) return;
-    uint at = atomic_add(n_present, n);
-    for (uint k = k0; k < k1; ++k)
-        if (key_present(I, kmers[k_base + k])) present[at++] = k;
-#endif
+    while (lo < hi) {
+        STARTS_T mid = lo + (hi - lo) / 2;
+        if (qgram_at(packed, positions[mid]) < g) lo = mid + 1; else hi = mid;
+    }
+    return lo;
 }
 
-// Counting pass (Algorithm 2, lines 1-4), one work-item per present kmer k = present[j].  A kmer with n_ref
+// Appends kmer g to the present list when the chunk holds it: the chunk holds buckets first_bucket ..
+// first_bucket + n_b - 1, at entries b_base .. of its bucket table.
+inline void find_kmer(uint g, __global const STARTS_T *buckets, ulong b_base, uint n_b, uint first_bucket,
+                      __global const uint *positions, __global const uint *packed, __global uint *present_value,
+                      __global STARTS_T *present_range, __global uint *n_present)
+{
+    uint b = g >> SUFFIX_BITS;
+    if (b < first_bucket || b - first_bucket >= n_b) return;
+    ulong e = b_base + (b - first_bucket);
+    STARTS_T end = buckets[e + 1];
+    STARTS_T lo = search_bucket(positions, packed, buckets[e], end, g);
+    if (lo == end || qgram_at(packed, positions[lo]) != g) return;
+    // the value's positions follow (most values have one or two); a long run is searched
+    STARTS_T hi = lo + 1;
+    while (hi < end && hi - lo < 4 && qgram_at(packed, positions[hi]) == g) ++hi;
+    if (hi - lo == 4) hi = g == 0xFFFFFFFFu ? end : search_bucket(positions, packed, hi, end, g + 1);
+    uint j = atomic_inc(n_present);
+    present_value[j] = g;
+    present_range[2 * j] = lo;
+    present_range[2 * j + 1] = hi;
+}
+
+// One work-item per slot s of the q-group index (a key; folded, up to 4^FOLD values told apart by Ob).
+__kernel void present_kmers(__global const STARTS_T *buckets, const ulong b_base, const uint n_b,
+                            const uint first_bucket, __global const uint *positions, __global const uint *packed,
+                            __global const uchar *text, __global const uint *O, __global const uint *Sp,
+                            __global const uchar *Ob, const uint n_slots, __global uint *present_value,
+                            __global STARTS_T *present_range, __global uint *n_present)
+{
+    uint s = get_global_id(0);
+    if (s >= n_slots) return;
+    for (uint k = Sp[s], end = Sp[s + 1]; k < end;) {
+        uint next = end;
+#if FOLD > 0
+        for (next = k + 1; next < end && Ob[next] == Ob[k]; ++next) {}
+#endif
+        find_kmer(read_qgram(text, O[k]), buckets, b_base, n_b, first_bucket, positions, packed, present_value,
+                  present_range, n_present);
+        k = next;
+    }
+}
+
+// Counting pass (Algorithm 2, lines 1-4), one work-item per present kmer j.  A kmer with n_ref
 // reference positions and n_read occurrences in the selected read strands yields n_ref * n_read hits.  The
 // occurrences' range of O is kept (occ[2j], occ[2j + 1]) for the emit pass, which so looks nothing up in
 // the q-group index.  count_rs says how each occurrence's n_ref hits reach the hit count of its read strand
@@ -96,18 +156,17 @@ __kernel void present_kmers(__global const uint *kmers, const ulong k_base, cons
 // write one entry), which strand_hits then sums per read strand.  On a CPU device the atomics, contended by every core, cost
 // most of the pass, and the writes and the sum a small part of it.  uint counters wrap only when a range has
 // 2^32 hits or more; such a range exceeds every hit window and is split before its slot sizes are used.
-__kernel void count_hits(__global const uint *kmers, __global const STARTS_T *starts, const ulong k_base,
-                         __global const uint *present, const uint n_present, INDEX_ARGS,
+__kernel void count_hits(__global const uint *present_value, __global const STARTS_T *present_range,
+                         const uint n_present, INDEX_ARGS,
                          __global const uint *pos_rs, const uint r0, const uint count_rs,
                          __global uint *rs_hits, __global ulong *counts, __global uint *occ,
                          __global uint *hits_at)
 {
     uint j = get_global_id(0);
     if (j >= n_present) return;
-    ulong kk = k_base + present[j];
     uint ks, ke;
-    index_pair_in(I, S, Sp, O, Ob, kmers[kk], t0, t1, &ks, &ke);
-    ulong n_ref = starts[kk + 1] - starts[kk];
+    index_pair_in(I, S, Sp, O, Ob, present_value[j], t0, t1, &ks, &ke);
+    ulong n_ref = present_range[2 * j + 1] - present_range[2 * j];
     counts[j] = (ulong)(ke - ks) * n_ref;
     occ[2 * j] = ks;
     occ[2 * j + 1] = ke;
@@ -131,15 +190,15 @@ __kernel void strand_hits(__global const uint *hits_at, __global const uint *rs_
 
 // Emit pass (lines 8-14) for the hits numbered [w0, w1) of the chunk (offsets = exclusive prefix sum of
 // counts over the present kmers, occ = their occurrences from the counting pass).  Hit number offsets[j] +
-// b * n_ref + a pairs read occurrence b with reference position a of kmer present[j], so consecutive hits
+// b * n_ref + a pairs read occurrence b with reference position a of present kmer j, so consecutive hits
 // of one occurrence are one run of its read strand: the run takes its place in the slot with one
 // atomic_add on the slot's cursor and is written in table order (ascending positions, hence ascending
 // diagonals, which the slot sort then finds as runs).  Work-item u emits the EMIT_BLOCK hits from w0 + u *
 // EMIT_BLOCK: every work-item does the same amount of work however skewed the hits per kmer are (a kmer
 // kept 1000 times in the reference meeting a q-gram that 10^4 reads share would otherwise leave one
 // work-item with 10^7 hits); its first kmer is found by binary search in offsets.
-__kernel void emit_hits(__global const STARTS_T *starts, const ulong k_base, __global const uint *present,
-                        const uint n_present, __global const uint *O, __global const uint *occ,
+__kernel void emit_hits(__global const STARTS_T *present_range, const uint n_present, __global const uint *O,
+                        __global const uint *occ,
                         __global const uint *positions, __global const uint *pos_rs,
                         __global const uint *rs_start, __global const ulong *offsets, const ulong w0,
                         const ulong w1, const uint r0, __global uint *cursor, __global uint *diags)
@@ -157,9 +216,8 @@ __kernel void emit_hits(__global const STARTS_T *starts, const ulong k_base, __g
     for (uint j = lo; h < h_end; ++j) {
         // Kmers whose hits all lie before h (none at all, e.g. occurrences outside [t0, t1)): skip them.
         if (j + 1 < n_present && offsets[j + 1] <= h) continue;
-        ulong kk = k_base + present[j];
         uint ks = occ[2 * j], ke = occ[2 * j + 1];
-        ulong p0 = starts[kk], n_ref = starts[kk + 1] - p0, base = offsets[j];
+        ulong p0 = present_range[2 * j], n_ref = present_range[2 * j + 1] - p0, base = offsets[j];
         ulong stop = min(h_end, base + n_ref * (ulong)(ke - ks));
         if (h >= stop) continue;
         uint b = ks + (uint)((h - base) / n_ref);
@@ -178,48 +236,34 @@ __kernel void emit_hits(__global const STARTS_T *starts, const ulong k_base, __g
     }
 }
 
-// Per-position variant of the two passes (the paper's loop over P): one work-item per reference position of
-// the chunk; its kmer is found by binary search in the CSR starts.  Every hit is a run of its own.
-inline ulong kmer_of_position(__global const STARTS_T *starts, ulong k_base, uint n_k, ulong j)
-{
-    ulong lo = k_base, hi = k_base + n_k;  // starts[lo] <= j < starts[hi]
-    while (hi - lo > 1) {
-        ulong mid = lo + (hi - lo) / 2;
-        if (starts[mid] <= j) lo = mid; else hi = mid;
-    }
-    return lo;
-}
-
-__kernel void count_hits_by_position(__global const uint *kmers, __global const STARTS_T *starts,
-                                     const ulong k_base, const uint n_k, INDEX_ARGS, const ulong first,
-                                     const uint n_pos, __global const uint *pos_rs, const uint r0,
-                                     const uint count_rs, __global uint *rs_hits, __global ulong *counts)
+// Per-position variant of the two passes (the paper's loop over P): one work-item per position first + x of
+// the chunk, its q-gram value read from the packed sequence.  Every hit is a run of its own.
+__kernel void count_hits_by_position(__global const uint *packed, __global const uint *positions, INDEX_ARGS,
+                                     const ulong first, const uint n_pos, __global const uint *pos_rs,
+                                     const uint r0, const uint count_rs, __global uint *rs_hits,
+                                     __global ulong *counts)
 {
     uint x = get_global_id(0);
     if (x >= n_pos) return;
-    ulong kk = kmer_of_position(starts, k_base, n_k, first + x);
     uint ks, ke;
-    index_pair_in(I, S, Sp, O, Ob, kmers[kk], t0, t1, &ks, &ke);
+    index_pair_in(I, S, Sp, O, Ob, qgram_at(packed, positions[first + x]), t0, t1, &ks, &ke);
     counts[x] = ke - ks;
     if (count_rs)
         for (uint b = ks; b < ke; ++b) atomic_inc(&rs_hits[pos_rs[O[b]] - r0]);
 }
 
-__kernel void emit_hits_by_position(__global const uint *kmers, __global const STARTS_T *starts,
-                                    const ulong k_base, const uint n_k, INDEX_ARGS, const ulong first,
-                                    const uint n_pos, __global const uint *positions,
-                                    __global const uint *pos_rs, __global const uint *rs_start,
-                                    __global const ulong *offsets, const ulong w0, const ulong w1, const uint r0,
-                                    __global uint *cursor, __global uint *diags)
+__kernel void emit_hits_by_position(__global const uint *packed, __global const uint *positions, INDEX_ARGS,
+                                    const ulong first, const uint n_pos, __global const uint *pos_rs,
+                                    __global const uint *rs_start, __global const ulong *offsets, const ulong w0,
+                                    const ulong w1, const uint r0, __global uint *cursor, __global uint *diags)
 {
     uint x = get_global_id(0);
     if (x >= n_pos) return;
-    ulong kk = kmer_of_position(starts, k_base, n_k, first + x);
+    uint p = positions[first + x];
     uint ks, ke;
-    index_pair_in(I, S, Sp, O, Ob, kmers[kk], t0, t1, &ks, &ke);
+    index_pair_in(I, S, Sp, O, Ob, qgram_at(packed, p), t0, t1, &ks, &ke);
     ulong base = offsets[x];
     ulong lo = max(base, w0), hi = min(base + (ke - ks), w1);
-    uint p = positions[first + x];
     for (ulong h = lo; h < hi; ++h) {
         uint t = O[ks + (uint)(h - base)];
         uint rs = pos_rs[t];
