@@ -9,7 +9,8 @@ HS=/tmp/hs
 if [ "${PHASE:-start}" = start ]; then
   W=/tmp/w9; source "$(dirname "$0")/gpu_common.sh"
   mkdir -p $HS
-  ( cd $R && setsid nohup env PYTHONPATH=/tmp/new:/tmp/site python3 benchmarks/human_scale.py prepare --work $HS \
+  # from the work folder: `python -m peanut_py` in the repository root would take the uncompiled source tree
+  ( cd $HS && setsid nohup env PYTHONPATH=/tmp/new:/tmp/site python3 $R/benchmarks/human_scale.py prepare --work $HS \
       --chr20 $R/.bench_data/human/GRCh37_chr20.fa.gz --reads 2000000 --index-threads 16 --mason-threads 4 \
       > $HS/prepare.out 2>&1 < /dev/null & )
   ( mkdir -p /tmp/oldsrc && tar -xzf "$R/$OLD" -C /tmp/oldsrc && python3 -m pip install -q --no-deps --no-build-isolation \
@@ -38,7 +39,8 @@ else
   while [ ! -e $HS/prepare.json ] && pgrep -f "human_scale.py prepare" > /dev/null && [ $(( $(date +%s) - T0 )) -lt 300 ]; do sleep 5; done
   cat $HS/prepare.out | cut -c1-250
   export PYTHONPATH=/tmp/new:/tmp/site
-  python3 benchmarks/human_scale.py map --work $HS -t 16 --buffer-reads 262144 2>&1 | cut -c1-250 | tail -30
+  R=$PWD; cd $HS
+  python3 $R/benchmarks/human_scale.py map --work $HS -t 16 --buffer-reads 262144 2>&1 | cut -c1-250 | tail -30
   head -800000 $HS/reads.fq > $HS/r200k.fq
   for cap in none 16G 8G; do
     [ $(( $(date +%s) - T0 )) -gt 520 ] && break
