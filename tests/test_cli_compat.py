@@ -49,7 +49,7 @@ def summary_counts(err):
     """The summary line of a run (reads, mapped, ... counts), without its timing."""
     lines = [line for line in err.splitlines() if " in: " in line or "reads in" in line]
     assert len(lines) == 1, err
-    return re.sub(r"[\d.]+ s \([\d,]+ reads/s\)", "", lines[0])
+    return re.sub(r"[\d.]+ s \([\d,]+ reads/s[^)]*\)", "", lines[0])
 
 
 def run_bytes(*args, stdout_file=None):
