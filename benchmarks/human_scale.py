@@ -39,7 +39,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from benchmarks import simulate  # noqa: E402
-from benchmarks.index_build import GRCH37_MBP, write_synthetic_contigs  # noqa: E402
+from benchmarks.index_build import GRCH37_MBP, write_contig, write_synthetic_contigs  # noqa: E402
 
 CHR20_INDEX = 19  # GRCH37_MBP is chr1..chr22, X, Y
 REPEAT_SHARE = 0.5  # of every repeat-rich chromosome: diverged copies of chr20 segments
@@ -82,7 +82,6 @@ def write_repeat_rich_contigs(f, contigs, source, seed=1, share=REPEAT_SHARE):
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    letters = np.frombuffer(b"ACGTN", dtype=np.uint8)
     cs = np.concatenate(([0], np.cumsum(source == 4)))
     lo, hi = np.log(COPY_LENGTHS[0]), np.log(COPY_LENGTHS[1])
     for name, n in contigs:
@@ -98,15 +97,8 @@ def write_repeat_rich_contigs(f, contigs, source, seed=1, share=REPEAT_SHARE):
             at = int(rng.integers(0, max(1, n - seg.size)))
             codes[at:at + seg.size] = seg[: n - at]
             covered += seg.size
-        codes[:10_000] = 4
-        codes[-10_000:] = 4
-        mid = n // 3
-        codes[mid:mid + min(3_000_000, n // 20)] = 4
-        text = letters[codes].reshape(-1, 60)
-        text = np.hstack([text, np.full((text.shape[0], 1), 10, dtype=np.uint8)])
-        f.write(f">{name} repeat-rich\n".encode())
-        f.write(text.tobytes())
-        del codes, text
+        write_contig(f, name, "repeat-rich", codes)
+        del codes
 
 
 def write_genome(path, chr20_fasta, kind="random", scale=1.0, seed=1):

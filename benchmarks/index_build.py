@@ -144,7 +144,6 @@ def write_synthetic_contigs(f, contigs, seed=1):
 
     rng = np.random.default_rng(seed)
     element = rng.integers(0, 4, 300, dtype=np.uint8)
-    letters = np.frombuffer(b"ACGTN", dtype=np.uint8)
     for name, n in contigs:
         codes = rng.integers(0, 4, n, dtype=np.uint8)
         copies = int(100_000 * n / 1e9)
@@ -154,15 +153,25 @@ def write_synthetic_contigs(f, contigs, seed=1):
         mut = rng.random(rep.size) < 0.1
         rep[mut] = rng.integers(0, 4, int(mut.sum()), dtype=np.uint8)
         codes[idx] = rep
-        codes[:10_000] = 4
-        codes[-10_000:] = 4
-        mid = n // 3
-        codes[mid:mid + min(3_000_000, n // 20)] = 4
-        text = letters[codes].reshape(-1, 60)
-        text = np.hstack([text, np.full((text.shape[0], 1), 10, dtype=np.uint8)])
-        f.write(f">{name} synthetic\n".encode())
-        f.write(text.tobytes())
-        del codes, text, idx, rep
+        del idx, rep
+        write_contig(f, name, "synthetic", codes)
+        del codes
+
+
+def write_contig(f, name, description, codes):
+    """One synthetic chromosome (base codes, a multiple of 60 long) into the FASTA file ``f``: its telomeres
+    (10 kb each end) and a centromere (a third of the way in, up to 3 Mbp) set to N, 60 bases per line."""
+    import numpy as np
+
+    n = codes.size
+    codes[:10_000] = 4
+    codes[-10_000:] = 4
+    mid = n // 3
+    codes[mid:mid + min(3_000_000, n // 20)] = 4
+    text = np.frombuffer(b"ACGTN", dtype=np.uint8)[codes].reshape(-1, 60)
+    text = np.hstack([text, np.full((text.shape[0], 1), 10, dtype=np.uint8)])
+    f.write(f">{name} {description}\n".encode())
+    f.write(text.tobytes())
 
 
 def synthetic(gbp, workdir):
