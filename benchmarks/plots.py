@@ -64,9 +64,7 @@ def throughput(results, path):
     ax.set_title("Throughput (x = failed run)\n" + _subtitle(results), fontsize=10)
     ax.grid(axis="y", which="both", alpha=0.3)
     ax.legend(fontsize=8, ncol=min(3, len(tools)), loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, 110)
 
 
 def mapq_curves(results, path):
@@ -99,9 +97,7 @@ def mapq_curves(results, path):
     for ax in list(axes.flat)[len(sets):]:
         ax.axis("off")
     fig.suptitle("Accuracy by MAPQ threshold (dotted line = no wrong read)\n" + _subtitle(results), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, 110)
     return True
 
 
@@ -150,9 +146,7 @@ def calibration(results, path):
                  + _subtitle(results), fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, 110)
     return True
 
 
@@ -169,6 +163,13 @@ def make_plots(results, stem):
 
 
 # ---------------------------------------------------------------------------------------------- accuracy.py
+
+def _save(fig, path, dpi):
+    """Lay out, write and close a figure."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
 
 def _set_grid(n):
     cols = min(4, n)
@@ -215,9 +216,7 @@ def roc_by_set(results, genome, path):
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(_accuracy_title(results, genome, "ROC as the MAPQ cut-off falls (y from the lowest MAPQ-60 point "
                                  "of peanut-py, bwa, minibwa)"), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path, 100)
 
 
 def calibration_by_set(results, genome, path):
@@ -246,9 +245,7 @@ def calibration_by_set(results, genome, path):
         ax.legend(fontsize=6, loc="upper left")
     fig.suptitle(_accuracy_title(results, genome, "MAPQ calibration (grey: within 3x; open triangle: no wrong "
                                  "read, lower bound)"), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path, 100)
 
 
 def accuracy_plots(results, prefix):
