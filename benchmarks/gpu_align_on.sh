@@ -5,8 +5,7 @@
 set -u
 W=/tmp/w5; source "$(dirname "$0")/gpu_common.sh"
 $NEW index chr20.fa -o chr20.h5 2>&1 | tail -1 | cut -c1-60
-mason_simulator -ir chr20.fa -n 2500000 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 --num-threads 8 -q > /dev/null 2>&1 &
-mason_simulator -ir chr20.fa -n 5000000 --illumina-read-length 100 -o se.fq --seed 22 --num-threads 8 -q > /dev/null 2>&1 &
+simulate_speed_sets
 wait; echo "prep $(( $(date +%s) - T0 )) s"
 head -800000 r1.fq > s1.fq; head -800000 r2.fq > s2.fq; head -1600000 se.fq > sse.fq
 $NEW map -t 16 chr20.h5 s1.fq s2.fq > /dev/null 2>&1   # compile

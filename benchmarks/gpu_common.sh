@@ -8,3 +8,16 @@ NEW="env PYTHONPATH=/tmp/new:/tmp/site python3 -m peanut_py"
 zcat $R/.bench_data/human/GRCh37_chr20.fa.gz > chr20.fa
 # tm NAME CMD...: runs CMD with stdout discarded and stderr in NAME.err, prints its exit status and wall time
 tm() { local name=$1; shift; local s=$EPOCHREALTIME; "$@" > /dev/null 2> $name.err; local rc=$?; local e=$EPOCHREALTIME; python3 -c "print(\"%-22s rc=%d wall=%.2f s\" % (\"$name\", $rc, $e - $s))"; }
+# minibwa_index [THREADS]: chr20's minibwa index under mb/, in the background (`wait` collects it)
+minibwa_index() {
+  ( mkdir -p mb && ln -sf $W/chr20.fa mb/chr20.fa && minibwa index -t ${1:-4} mb/chr20.fa > mb.log 2>&1
+    echo minibwa-index $? ) &
+}
+# simulate_speed_sets [THREADS]: the speed sets from chr20, in the background: 2.5 M pairs 2x150 (r1.fq, r2.fq,
+# seed 21) and 5 M single-end 100 bp (se.fq, seed 22)
+simulate_speed_sets() {
+  mason_simulator -ir chr20.fa -n 2500000 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 \
+    --num-threads ${1:-8} -q > /dev/null 2>&1 &
+  mason_simulator -ir chr20.fa -n 5000000 --illumina-read-length 100 -o se.fq --seed 22 \
+    --num-threads ${1:-8} -q > /dev/null 2>&1 &
+}

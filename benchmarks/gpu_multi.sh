@@ -9,7 +9,7 @@ W=/tmp/w6; source "$(dirname "$0")/gpu_common.sh"
 T=$(nproc)
 NG=$(python3 -c 'import pyopencl as cl; print(sum(len(p.get_devices(cl.device_type.GPU)) for p in cl.get_platforms()))')
 echo "host: $T cores, $NG GPUs"
-( mkdir -p mb && ln -sf $W/chr20.fa mb/chr20.fa && minibwa index -t 8 mb/chr20.fa > mb.log 2>&1; echo minibwa-index $? ) &
+minibwa_index 8
 ( $NEW index chr20.fa -o chr20.h5 > ix.log 2>&1; echo peanut-index $? ) &
 mason_simulator -ir chr20.fa -n 2500000 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 \
   --num-threads 16 -q > /dev/null 2>&1 &

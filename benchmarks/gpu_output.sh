@@ -5,10 +5,9 @@
 # 1,000 reads.  On the GPU host, in the repository root, with .device and .bench_data carried.
 set -u
 W=/tmp/w8; source "$(dirname "$0")/gpu_common.sh"
-( mkdir -p mb && ln -sf $W/chr20.fa mb/chr20.fa && minibwa index -t 4 mb/chr20.fa > mb.log 2>&1; echo minibwa-index $? ) &
+minibwa_index
 $NEW index chr20.fa -o chr20.h5 2>&1 | tail -1 | cut -c1-80
-mason_simulator -ir chr20.fa -n 2500000 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 --num-threads 8 -q > /dev/null 2>&1 &
-mason_simulator -ir chr20.fa -n 5000000 --illumina-read-length 100 -o se.fq --seed 22 --num-threads 8 -q > /dev/null 2>&1 &
+simulate_speed_sets
 wait; echo "prep $(( $(date +%s) - T0 )) s"
 head -4000 se.fq > tiny.fq; tm warm $NEW map -t 16 chr20.h5 tiny.fq
 for i in 1 2 3; do tm tiny1000_$i $NEW map -t 16 chr20.h5 tiny.fq; done

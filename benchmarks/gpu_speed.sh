@@ -4,11 +4,10 @@
 # and .bench_data carried (docs/gpu.md, "Running on a GPU host"); SRC=DIR installs peanut-py from DIR instead.
 set -u
 W=/tmp/w4; source "$(dirname "$0")/gpu_common.sh"
-( mkdir -p mb && ln -sf $W/chr20.fa mb/chr20.fa && minibwa index -t 4 mb/chr20.fa > mb.log 2>&1; echo minibwa-index $? ) &
+minibwa_index
 ( minimap2-2.30 -x sr -d chr20.mmi chr20.fa > mm.log 2>&1; echo mm2-index $? ) &
 $NEW index chr20.fa -o chr20.h5 2>&1 | tail -1 | cut -c1-120
-mason_simulator -ir chr20.fa -n 2500000 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 --num-threads 8 -q > /dev/null 2>&1 &
-mason_simulator -ir chr20.fa -n 5000000 --illumina-read-length 100 -o se.fq --seed 22 --num-threads 8 -q > /dev/null 2>&1 &
+simulate_speed_sets
 wait; echo "prep $(( $(date +%s) - T0 )) s"; ls -la *.fq | awk '{print $5, $9}'
 head -4000 se.fq > tiny.fq
 tm warm $NEW map -t 16 chr20.h5 tiny.fq; tm tiny1000 $NEW map -t 16 chr20.h5 tiny.fq; grep "device:" tiny1000.err | cut -c1-200
