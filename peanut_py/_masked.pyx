@@ -10,7 +10,7 @@ cdef uint64_t GOLDEN = 2654435761
 
 cdef inline bint _masked(uint64_t v, const uint8_t *table, const uint64_t *values, Py_ssize_t n, int shift,
                          bint wide) noexcept nogil:
-    # the hash of MaskedQgrams._hash, in the values' own width, screens; a binary search decides
+    # the hash of MaskedQgrams' table, in the values' own width, screens; a binary search decides
     cdef uint64_t h
     cdef Py_ssize_t lo = 0, hi = n, mid
     if wide:

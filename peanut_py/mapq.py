@@ -89,16 +89,13 @@ class MaskedQgrams:
 
     def __init__(self, masked, q):
         self.q = int(q)
-        self.kind = np.uint32 if 2 * self.q <= 32 else np.uint64
-        self.values = np.asarray(masked if masked is not None else [], dtype=self.kind)
-        self.table = np.zeros(1 << self.HASH_BITS, dtype=bool)
-        self.table[self._hash(self.values)] = True
-        self._table_u8 = self.table.view(np.uint8)
-        self._values_u64 = self.values.astype(np.uint64)
-
-    def _hash(self, v):
-        bits = 8 * np.dtype(self.kind).itemsize
-        return ((v * self.kind(2654435761)) >> self.kind(bits - self.HASH_BITS)).astype(np.intp)
+        # the hash multiplies in the values' own width (32 bits up to q = 16), as _masked.pyx does
+        kind = np.uint32 if 2 * self.q <= 32 else np.uint64
+        values = np.asarray(masked if masked is not None else [], dtype=kind)
+        bits = 8 * np.dtype(kind).itemsize
+        self._table = np.zeros(1 << self.HASH_BITS, dtype=np.uint8)
+        self._table[((values * kind(2654435761)) >> kind(bits - self.HASH_BITS)).astype(np.intp)] = 1
+        self._values = values.astype(np.uint64)
 
     def coverage(self, codes, offsets):
         """Per read (``codes[offsets[i]:offsets[i + 1]]``, base codes A0 C1 G2 T3, other letters 4): its bases
@@ -107,5 +104,5 @@ class MaskedQgrams:
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         if len(offsets) <= 1:
             return np.zeros(0, dtype=np.int64)
-        return masked_coverage(np.ascontiguousarray(codes, dtype=np.uint8), offsets, self._table_u8,
-                               self._values_u64, self.q, self.HASH_BITS)
+        return masked_coverage(np.ascontiguousarray(codes, dtype=np.uint8), offsets, self._table, self._values,
+                               self.q, self.HASH_BITS)
