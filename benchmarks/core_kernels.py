@@ -278,6 +278,7 @@ def main(argv=None):
     ap.add_argument("--ref", default=default_fasta(), help="reference FASTA for mason and the index build "
                     "(default: GRCh37 chr20 of shared/data)")
     ap.add_argument("--device", help="OpenCL device index or name substring (default: peanut's default)")
+    ap.add_argument("--memory-cap", help="use at most SIZE of device memory (e.g. 16G), as `peanut map` does")
     ap.add_argument("--no-mason", action="store_true", help="sample reads with NumPy instead of mason_simulator")
     ap.add_argument("--fastq", help="use the reads of this FASTQ/FASTA (all of them) instead of simulating")
     ap.add_argument("--seed", type=int, default=1)
@@ -321,7 +322,9 @@ def main(argv=None):
         source = f"reference substrings, {args.length} bp, 1 % substitutions, seed {args.seed}"
     log(f"{len(offsets) - 1:,} reads ({source}) ready in {time.perf_counter() - t0:.1f} s")
 
-    device = Device(args.device)
+    from peanut_py.cli import _size
+
+    device = Device(args.device, memory_cap=_size(args.memory_cap) if args.memory_cap else None)
     t0 = time.perf_counter()
     resident = ResidentReference.from_index(device, index)
     device.queue.finish()

@@ -19,6 +19,8 @@ except ImportError:  # pragma: no cover - platforms without isal
 
 # htslib's block size: the compressed block (with its 26 bytes of header and footer) must stay below 64 KiB
 BLOCK_SIZE = 0xFF00
+# blocks compressed by one task of the thread pool (about 1 MiB of input)
+TASK_BLOCKS = 16
 _HEADER = struct.Struct("<4BI2BH2BHH")  # gzip header with the BC extra field holding BSIZE - 1
 _FOOTER = struct.Struct("<II")
 # the empty block every BGZF file ends with
@@ -33,6 +35,12 @@ def compress_block(data):
     size = _HEADER.size + len(body) + _FOOTER.size
     return b"".join((_HEADER.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, size - 1), body,
                      _FOOTER.pack(zlib.crc32(data), len(data))))
+
+
+def compress_blocks(data):
+    """The BGZF blocks of ``data``, cut every BLOCK_SIZE bytes (the last one may be shorter), one after the
+    other."""
+    return b"".join([compress_block(data[a:a + BLOCK_SIZE]) for a in range(0, len(data), BLOCK_SIZE)])
 
 
 def compression_threads(threads):
@@ -54,12 +62,14 @@ class BgzfWriter:
         self._queued = deque()
 
     def write(self, data):
-        # one copy of the data (joined to the tail left over); the blocks are views of it
+        # one copy of the data (joined to the tail left over); the blocks are views of it, compressed
+        # TASK_BLOCKS to a task so that the pool's bookkeeping stays small beside the deflate calls
         data = self._pending + bytes(data) if self._pending else bytes(data)
         n = len(data) // BLOCK_SIZE * BLOCK_SIZE
         view = memoryview(data)
-        for a in range(0, n, BLOCK_SIZE):
-            self._compress(view[a:a + BLOCK_SIZE])
+        step = TASK_BLOCKS * BLOCK_SIZE
+        for a in range(0, n, step):
+            self._compress(view[a:min(n, a + step)])
         self._pending = data[n:]
 
     def flush(self):
@@ -84,11 +94,11 @@ class BgzfWriter:
             self._pool = None
         self._queued.clear()
 
-    def _compress(self, block):
+    def _compress(self, blocks):
         if self._pool is None:
-            self._sink(compress_block(block))
+            self._sink(compress_blocks(blocks))
             return
-        self._queued.append(self._pool.submit(compress_block, block))
+        self._queued.append(self._pool.submit(compress_blocks, blocks))
         # a bounded queue: write out the oldest blocks once every thread has a few waiting
         while len(self._queued) > 4 * self._threads or (self._queued and self._queued[0].done()):
             self._sink(self._queued.popleft().result())
@@ -104,4 +114,4 @@ def bam_header(text, names, lengths):
     return b"".join(parts)
 
 
-__all__ = ["BLOCK_SIZE", "EOF_BLOCK", "compress_block", "compression_threads", "BgzfWriter", "bam_header"]
+__all__ = ["BLOCK_SIZE", "EOF_BLOCK", "compress_block", "compress_blocks", "compression_threads", "BgzfWriter", "bam_header"]

@@ -258,9 +258,10 @@ class Device:
         self._built = {}
         self._workspaces = {}
         self._lock = threading.Lock()
-        # A cap (bytes) lets tests and benchmarks simulate a smaller device.
+        # A cap (bytes) lets tests and benchmarks simulate a smaller device: of the same kind, so its largest
+        # allocation keeps the device's share of its memory (a quarter on NVIDIA's GPUs).
         self.global_mem = min(self.info.global_mem, memory_cap) if memory_cap else self.info.global_mem
-        self.max_alloc = min(self.info.max_alloc, self.global_mem)
+        self.max_alloc = min(self.info.max_alloc, self.global_mem * self.info.max_alloc // self.info.global_mem)
         # Where ``program`` finds ``<name>.cl`` (the package's kernels unless a caller brings its own).
         self.kernel_dir = pathlib.Path(kernel_dir) if kernel_dir is not None else KERNEL_DIR
 

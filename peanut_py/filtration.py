@@ -17,6 +17,7 @@ from .errors import PeanutError
 from . import scans
 from .device import StepTimer
 from .layout import MAX_READ_LENGTH, default_fold
+from .resident import MAX_CHUNK_BUCKETS
 
 DEFAULT_COLLAPSE_GAP = 8
 EMIT_BLOCK = 32  # raw hits per work-item of the emit pass
@@ -25,6 +26,9 @@ SORT_BLOCK = 16  # slot entries sorted by insertion before the merge passes
 # per hit at worst), slack.
 BYTES_PER_HIT = 32
 HIT_SHARE = 0.5  # of the memory left free by the reference, the read buffer and its index
+# Of that free memory, the most that the packed positions of a streamed table's present kmers may take
+# (_Filtration._gather); beyond it the table is streamed again for every pass.
+GATHER_SHARE = 0.5
 # CPU devices count the slot sizes by per-position writes summed per read strand instead of atomics (the
 # GPU's way; kernels/filter.cl, count_hits).
 CPU_SCATTER_COUNTS = True
@@ -183,6 +187,7 @@ class Candidates:
         self.timings = {}
         self.raw = None
         self.masked_per_rs = None
+        self.gathered = False  # a streamed table's present positions packed once (_Filtration._gather)
 
     @property
     def raw_hits(self):
@@ -253,10 +258,7 @@ class _Filtration:
         self.gap, self.per_position, self.keep_raw = int(gap), per_position, keep_raw
         if not 0 <= self.gap < 1 << 32:
             raise PeanutError(f"collapse gap must lie in 0..2^32-1, got {gap}")
-        used = resident.device_bytes + qi.device_bytes + rb.device_bytes
-        self.window = max(1, min(int(max_hits or hit_window(device, used)), MAX_WINDOW))
-        # Chunks of a resident table bound only the work-items of one launch of present_kmers.
-        self.max_buckets = int(max_buckets or max(1, MAX_WINDOW))
+        self.max_buckets = int(max_buckets or MAX_CHUNK_BUCKETS)
         self.diag_bits = max(1, resident.genome_end.bit_length())
         self.key_bits = self.diag_bits + max(1, (rb.n_rs - 1).bit_length())
         if self.key_bits > 64:
@@ -275,13 +277,60 @@ class _Filtration:
             device.launch(self.knl.count_masked, len(masked), masked.data, np.uint32(len(masked)), qi.I.data,
                           qi.S.data, qi.Sp.data, qi.O.data, qi.Ob.data, rb.pos_rs.data,
                           self.masked_per_rs.data)
-        self._present_cache = None
+        self._present_cache = {}  # per chunk of a resident table
         # (array, flag) for the threshold of the slots and of keep_votes: the counts, or unused.
         self.masked_args = ((self.masked_per_rs, np.uint32(1)) if self.masked_per_rs is not None
                             else (self.min_votes, np.uint32(0)))
         self.total = device.empty(1, np.uint64)
         self.raw_parts = []
         self.n_raw = self.n_collapsed = self.n_chunks = self.n_windows = self.n_ranges = 0
+        used = resident.device_bytes + qi.device_bytes + rb.device_bytes
+        self.gathered = None
+        if resident.streamed and not per_position:
+            self.gathered, gathered_bytes = self._gather(GATHER_SHARE * (0.75 * device.global_mem - used))
+            used += gathered_bytes
+        self.window = max(1, min(int(max_hits or hit_window(device, used)), MAX_WINDOW))
+
+    # ---- the q-gram table's chunks
+    def _chunks(self):
+        """The chunks the counting and emit passes run over: the table's, or the packed ones of a streamed
+        table (``gathered``)."""
+        if self.gathered is not None:
+            return iter(self.gathered)
+        return self.resident.qgram_chunks(self.max_buckets)
+
+    def _gather(self, budget):
+        """(chunks, bytes): one pass over a streamed table that packs, chunk by chunk, the positions of the
+        kmers the read buffer holds (gather_positions) into device arrays of their own, with the present
+        kmers' lists.  Every counting and emit pass then runs on these instead of streaming the table again:
+        one pass over the bus per read buffer instead of one plus two per range of read strands.  (None, 0),
+        with nothing kept, where they would take more than ``budget`` bytes."""
+        device, knl = self.device, self.knl
+        chunks, cache, used = [], {}, 0
+        for chunk in self.resident.qgram_chunks(self.max_buckets):
+            self.step("upload")
+            values, ranges, n = self._present(chunk)
+            if n == 0:
+                continue
+            sizes, starts = device.empty(n, np.uint64), device.empty(n, np.uint64)
+            device.launch(knl.present_sizes, n, ranges.data, np.uint32(n), sizes.data)
+            self.tools["hit_offsets"](sizes, starts, self.total, size=n, queue=device.queue)
+            n_packed = int(self.total.get()[0])
+            used += 4 * n_packed + 12 * n
+            if used > budget or n_packed >= 1 << 32:
+                self.step("gather")
+                return None, 0
+            packed = device.empty(max(1, n_packed), np.uint32)
+            device.launch(knl.gather_positions, n, ranges.data, np.uint32(n), chunk.positions.data, starts.data,
+                          packed.data)
+            del sizes, starts
+            # the chunk's buckets are overwritten by the next chunk: the packed chunk needs only its list
+            packed_chunk = chunk._replace(buckets=None, positions=packed, n_positions=n_packed)
+            cache[(chunk.first_bucket, chunk.n_buckets)] = (values[:n].copy(), ranges[: 2 * n].copy(), n)
+            chunks.append(packed_chunk)
+            self.step("gather")
+        self._present_cache.update(cache)
+        return chunks, used
 
     # ---- one chunk of the q-gram table
     def _present(self, chunk):
@@ -290,25 +339,59 @@ class _Filtration:
         scanned once per filtration (its chunks are views of one array); streamed chunks are scanned as they
         come."""
         key = (chunk.first_bucket, chunk.n_buckets)
-        if self._present_cache is not None and self._present_cache[0] == key:
-            return self._present_cache[1]
+        if key in self._present_cache:
+            return self._present_cache[key]
         device, res, qi = self.device, self.resident, self.qi
         n_pos = chunk.n_positions
         if n_pos is None:  # a view of the resident table
             n_pos = int(res.n_positions)
-        room = max(1, min(n_pos, qi.n_occurrences))
+        (s0, s1), (o0, o1) = self._slot_range(chunk)
+        # at most one present kmer per read occurrence of the slots and per position of the chunk
+        room = max(1, min(n_pos, o1 - o0))
         values = device.empty(room, np.uint32)
         ranges = device.empty(2 * room, res.starts_dtype)
         n_present = device.zeros(1, np.uint32)
-        if qi.n_occurrences:
-            device.launch(self.knl.present_kmers, qi.n_distinct, chunk.buckets.data, np.uint64(chunk.b_base),
+        if s1 > s0:
+            device.launch(self.knl.present_kmers, s1 - s0, chunk.buckets.data, np.uint64(chunk.b_base),
                           np.uint32(chunk.n_buckets), np.uint32(chunk.first_bucket), chunk.positions.data,
                           res.packed.data, self.rb.text.data, qi.O.data, qi.Sp.data, qi.Ob.data,
-                          np.uint32(qi.n_distinct), values.data, ranges.data, n_present.data)
+                          np.uint32(s0), np.uint32(s1), values.data, ranges.data, n_present.data)
         result = (values, ranges, int(n_present.get()[0]))
         if not res.streamed:
-            self._present_cache = (key, result)
+            self._present_cache[key] = result
         return result
+
+    def _slot_range(self, chunk):
+        """((s0, s1), (Sp[s0], Sp[s1])): the slots of the q-group index whose keys may fall into the chunk's
+        buckets, and their occurrences in O.  A key is a q-gram without its FOLD low bases, a bucket one
+        without its suffix_bits low bits; a key (folded deeper than the suffix) may straddle two chunks."""
+        qi, res = self.qi, self.resident
+        if qi.n_distinct == 0:
+            return (0, 0), (0, 0)
+        fold_bits = 2 * qi.fold
+        n_keys = 1 << (2 * qi.q - fold_bits)
+        b0, b1 = chunk.first_bucket, chunk.first_bucket + chunk.n_buckets
+        if res.suffix_bits >= fold_bits:
+            k0, k1 = b0 << (res.suffix_bits - fold_bits), b1 << (res.suffix_bits - fold_bits)
+        else:
+            k0, k1 = b0 >> (fold_bits - res.suffix_bits), ((b1 - 1) >> (fold_bits - res.suffix_bits)) + 1
+        if k0 == 0 and k1 >= n_keys:  # the whole table: every slot
+            return (0, qi.n_distinct), (0, qi.n_occurrences)
+        keys = [k for k in (k0, k1) if k < n_keys]
+        ranks, occ = [], []
+        if keys:
+            import pyopencl.array as cla
+
+            d_keys = cla.to_device(self.device.queue, np.array(keys, np.uint32), allocator=self.device.pool)
+            out = self.device.empty(2 * len(keys), np.uint32)
+            self.device.launch(self.knl.key_ranks, len(keys), qi.I.data, qi.S.data, qi.Sp.data, d_keys.data,
+                               np.uint32(len(keys)), out.data)
+            found = [int(x) for x in out.get()]
+            ranks, occ = found[: len(keys)], found[len(keys) :]
+        while len(ranks) < 2:  # a bound at the end of the key space
+            ranks.append(qi.n_distinct)
+            occ.append(qi.n_occurrences)
+        return (ranks[0], ranks[1]), (occ[0], occ[1])
 
     def _count(self, chunk, r0, r1, rs_hits=None):
         """Counting pass and prefix sum (Algorithm 2, lines 1-6) of one chunk: a :class:`_Pass` with the hit
@@ -375,23 +458,29 @@ class _Filtration:
     # ---- one range of read strands
     def _count_range(self, r0, r1):
         """Raw hits of read strands [r0, r1): the total, the hits per read strand (uint32, with a closing 0;
-        valid when the total fits a window) and, when the table is one chunk, that chunk and its offsets."""
+        valid when the total fits a window) and the counting passes of a resident table (or of a streamed table
+        of one chunk), which the emit pass reuses; None where they were not kept."""
         rs_hits = self.device.zeros(r1 - r0 + 1, np.uint32)
         total, passes = 0, []
-        for chunk in self.resident.qgram_chunks(self.max_buckets):
+        # the passes over a resident (or gathered) table are kept for the emit pass; a streamed chunk's only
+        # if it is alone
+        keep = not self.resident.streamed or self.gathered is not None
+        for chunk in self._chunks():
             self.step("upload")
             p = self._count(chunk, r0, r1, rs_hits)
             total += p.n_hits
-            passes = [p] if not passes else [None]  # keep only a single chunk's pass
-        return total, rs_hits, passes[0] if len(passes) == 1 and passes[0] is not None else None
+            if passes and not keep:
+                passes[0] = None
+            passes.append(p if keep or not passes else None)
+        return total, rs_hits, passes if None not in passes else None
 
     def _passes(self, r0, r1, counted):
-        """The counting pass of every chunk of the table, reusing a single chunk's pass."""
+        """The counting pass of every chunk of the table, reusing the kept passes (``counted``)."""
         if counted is not None:
-            self.n_chunks += 1
-            yield counted
+            self.n_chunks += len(counted)
+            yield from counted
             return
-        for chunk in self.resident.qgram_chunks(self.max_buckets):
+        for chunk in self._chunks():
             self.step("upload")
             self.n_chunks += 1
             yield self._count(chunk, r0, r1)
@@ -488,6 +577,7 @@ class _Filtration:
         result = _concatenate(self.device, parts)
         result.n_raw_hits, result.n_chunks, result.n_windows = self.n_raw, self.n_chunks, self.n_windows
         result.n_ranges, result.n_collapsed = self.n_ranges, self.n_collapsed
+        result.gathered = self.gathered is not None
         result.timings = self.step.times
         result.masked_per_rs = self.masked_per_rs
         if self.keep_raw:

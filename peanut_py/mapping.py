@@ -165,7 +165,8 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
                                               max_reads=pipeline_batch(d)) for d, r in zip(devices, residents))
         if log:
             for d, resident in zip(devices, residents):
-                table = "q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
+                table = ("q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
+                         + (f" in {len(resident.parts)} parts" if len(resident.parts) > 1 else ""))
                 which = f"[{d.info.index}] " if len(devices) > 1 else ""
                 log(f"device: {which}{d.name} ({d.global_mem / 2**30:.1f} GiB); the run allocates there the reference "
                     f"({resident.device_bytes / 2**20:,.0f} MiB, {table}; {upload:.1f} s to load and upload), the "

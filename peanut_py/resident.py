@@ -2,10 +2,11 @@
 
 The packed sequence, the ambiguity bitmap and the contig table always stay resident: validation reads them
 for every candidate, and filtration reads the q-gram value of a reference position from the packed sequence.
-The q-gram table (bucket table and positions) is resident too when it fits the device's share for it;
-otherwise it stays on the host and filtration streams it in chunks of consecutive buckets, one chunk at a
-time into reused device buffers.  Both modes hand filtration the same
-:class:`QGramChunk` views, so the hits, and hence the candidates, are identical.
+The q-gram table (bucket table and positions) is resident too when it fits the device's share for it, in
+one part or, where the positions exceed the device's largest allocation, in several parts of consecutive
+buckets.  Otherwise it stays on the host and filtration streams it in chunks of consecutive buckets, one
+chunk at a time into reused device buffers.  Every mode hands filtration the same :class:`QGramChunk` views,
+so the hits, and hence the candidates, are identical.
 """
 from collections import namedtuple
 
@@ -17,10 +18,17 @@ from .reference import PAGE, page_aligned_empty, release_pages
 
 # "room" = usable device memory minus the sequence and the fixed part (I + S) of a q-group index.
 # The q-gram table stays resident when it takes at most this share of the room; the rest is for the read
-# buffer, its O and S', the hits and validation.
-RESIDENT_SHARE = 0.5
+# buffer, its O and S', the hits and validation.  Two thirds keep a human genome's table (6.5 GB at step 2)
+# resident on a 16 GB card with room for a full pipeline batch; beyond it the batches shrink faster than
+# streaming costs.
+RESIDENT_SHARE = 2 / 3
 # Share of the room for one streamed chunk of the q-gram table.
 CHUNK_SHARE = 0.125
+# Buckets per chunk of the table at most, unless a caller asks for fewer (filtration's default): bucket counts
+# are 32-bit kernel arguments.
+MAX_CHUNK_BUCKETS = (1 << 31) - 1
+# Threads that fill the page-locked copy of a streamed table (NumPy copies without the GIL).
+FILL_THREADS = 8
 # Bytes of the reference copied to a GPU per call: large enough that the calls cost nothing next to the copy,
 # small enough that a block's host pages (released after its copy) are a small share of a run's memory.
 UPLOAD_BLOCK = 64 << 20
@@ -87,8 +95,10 @@ class ResidentReference:
     """Device copy of a reference index.
 
     Device arrays: ``packed``, ``ambiguous``, ``contig_offsets``, ``contig_ends`` (uint32) and, unless
-    ``streamed``, ``buckets`` (the bucket table: uint32, or uint64 beyond 2^32 positions) and ``positions``
-    (uint32).  Host ints ``n_contigs``, ``q``, ``step``, ``bucket_bits``, ``n_buckets``, ``suffix_bits``
+    ``streamed``, the q-gram table as ``parts``: :class:`QGramChunk` of consecutive buckets, one part (then
+    also ``buckets``, the bucket table: uint32, or uint64 beyond 2^32 positions, and ``positions``, uint32)
+    or, where the positions exceed the largest allocation (``part_positions`` lowers that bound), several
+    with uint32 starts rebased to the part.  Host ints ``n_contigs``, ``q``, ``step``, ``bucket_bits``, ``n_buckets``, ``suffix_bits``
     (2q - bucket_bits), ``n_positions``, ``genome_end`` (one past the last contig base).  ``table_budget``
     (bytes) overrides the device-derived room for the q-gram table; ``chunk_positions`` the positions per
     streamed chunk; ``starts_dtype`` the device type of resident bucket starts (default
@@ -101,7 +111,7 @@ class ResidentReference:
     masked_kmers = None
 
     def __init__(self, device, packed, ambiguous, offsets, lengths, buckets, positions, q, step,
-                 table_budget=None, chunk_positions=None, *, starts_dtype=None):
+                 table_budget=None, chunk_positions=None, *, starts_dtype=None, part_positions=None):
         self.device = device
         self.q, self.step = int(q), int(step)
         self.n_buckets = len(buckets) - 1
@@ -138,7 +148,7 @@ class ResidentReference:
         self.contig_offsets = _upload(device, offsets, np.uint32)
         self.contig_ends = _upload(device, ends, np.uint32)
 
-        # The q-gram table: host references first (NumPy arrays or h5py datasets; only slices are read).
+        # The q-gram table: host arrays (NumPy) whose slices go to the device.
         self._buckets_host, self._positions_host = buckets, positions
         self.n_positions = int(buckets[self.n_buckets])
         needed = device_starts_dtype(self.n_positions)
@@ -152,21 +162,39 @@ class ResidentReference:
         table_bytes = bucket_bytes + 4 * self.n_positions
         if table_budget is None:
             table_budget = RESIDENT_SHARE * room
-        self.streamed = table_bytes > table_budget or max(bucket_bytes, 4 * self.n_positions) > device.max_alloc
+        if part_positions is None:
+            part_positions = device.max_alloc // 4
+        # Resident parts: consecutive buckets whose positions (and rebased 32-bit starts) fit one allocation.
+        part_positions = max(1, min(int(part_positions), (1 << 32) - 1))
+        bounds = None
+        if table_bytes <= table_budget and bucket_bytes <= device.max_alloc:
+            bounds = chunk_bounds(buckets, part_positions, device.max_alloc // 4 - 1)
+        self.streamed = bounds is None
         if chunk_positions is None:
             # positions and, at most, one bucket start per position: at most 8 bytes per position of a chunk.
             chunk_positions = int(min(CHUNK_SHARE * room, device.max_alloc) // 8)
         self.chunk_positions = max(1, int(chunk_positions))
+        self.buckets = self.positions = None
+        self.parts = []
         if self.streamed:
-            self.buckets = self.positions = None
             self.starts_dtype = np.uint32  # chunks are rebased to their first position
-        else:
+            self._host_table = _HostArray(device, positions, np.uint32)
+            self._stream_layouts = {}
+            self._stream_layout(MAX_CHUNK_BUCKETS)  # at start-up, not in the first batch
+        elif len(bounds) == 2:
             self.buckets = _upload(device, buckets, starts_dtype)
             self.positions = _upload(device, positions, np.uint32)
             self.starts_dtype = starts_dtype
+            self.parts = [QGramChunk(self.buckets, self.positions, 0, self.n_buckets, 0, None)]
+        else:
+            self.starts_dtype = np.uint32
+            for b0, b1 in zip(bounds[:-1], bounds[1:]):
+                p0, p1 = int(buckets[b0]), int(buckets[b1])
+                starts = _upload(device, np.asarray(buckets[b0 : b1 + 1], dtype=np.int64) - p0, np.uint32)
+                self.parts.append(QGramChunk(starts, _upload(device, positions[p0:p1], np.uint32), 0, b1 - b0,
+                                             b0, p1 - p0))
         self.device_bytes = sum(a.nbytes for a in (self.packed, self.ambiguous, self.contig_offsets, self.contig_ends))
-        if not self.streamed:
-            self.device_bytes += self.buckets.nbytes + self.positions.nbytes
+        self.device_bytes += sum(p.buckets.nbytes + p.positions.nbytes for p in self.parts)
 
     @classmethod
     def from_index(cls, device, reference_index, **kwargs):
@@ -216,17 +244,32 @@ class ResidentReference:
         Streamed chunks live in buffers that the next chunk overwrites: use each before advancing."""
         max_buckets = max(1, int(max_buckets))
         if not self.streamed:
-            for b0 in range(0, self.n_buckets, max_buckets):
-                n = min(max_buckets, self.n_buckets - b0)
-                yield QGramChunk(self.buckets, self.positions, b0, n, b0, None)
+            for part in self.parts:
+                for b in range(0, part.n_buckets, max_buckets):
+                    yield part._replace(b_base=part.b_base + b, n_buckets=min(max_buckets, part.n_buckets - b),
+                                        first_bucket=part.first_bucket + b)
             return
         yield from self._streamed_chunks(max_buckets)
 
+    def _stream_layout(self, max_buckets):
+        """(bucket bounds of the streamed chunks, their rebased starts one after the other in host memory the
+        device copies from, where each chunk's starts begin there), built once per ``max_buckets``."""
+        layout = self._stream_layouts.get(max_buckets)
+        if layout is None:
+            host = self._buckets_host
+            bounds = chunk_bounds(host, self.chunk_positions, max_buckets, whole_buckets=True)
+            begin = np.arange(len(bounds) - 1, dtype=np.int64) + bounds[:-1]
+            starts = np.empty(self.n_buckets + len(bounds) - 1, np.uint32)
+            for i, (b0, b1) in enumerate(zip(bounds[:-1], bounds[1:])):
+                starts[begin[i] : begin[i] + b1 - b0 + 1] = np.asarray(host[b0 : b1 + 1], np.int64) - int(host[b0])
+            layout = self._stream_layouts[max_buckets] = (bounds, _HostArray(self.device, starts, np.uint32), begin)
+        return layout
+
     def _streamed_chunks(self, max_buckets):
-        import pyopencl as cl
         import pyopencl.array as cla
 
         queue, pool = self.device.queue, self.device.pool
+        bounds, starts, begin = self._stream_layout(max_buckets)
         bufs = {}
 
         def buffer(name, n, dtype):
@@ -235,21 +278,88 @@ class ResidentReference:
                 bufs[name] = cla.empty(queue, max(int(n), 1), dtype, allocator=pool)
             return bufs[name]
 
-        b0 = 0
-        while b0 < self.n_buckets:
-            b1 = min(self.n_buckets, b0 + max_buckets)
-            starts = np.asarray(self._buckets_host[b0 : b1 + 1], dtype=np.int64)
-            # Last bucket whose positions end within the chunk budget; always at least one bucket.
-            fit = int(np.searchsorted(starts, starts[0] + self.chunk_positions, side="right")) - 1
-            b1 = b0 + max(1, min(fit, b1 - b0))
-            starts = starts[: b1 - b0 + 1]
-            n_pos = int(starts[-1] - starts[0])
+        host = self._buckets_host
+        for i, (b0, b1) in enumerate(zip(bounds[:-1], bounds[1:])):
+            p0, p1 = int(host[b0]), int(host[b1])
             d_starts = buffer("buckets", b1 - b0 + 1, np.uint32)
-            d_pos = buffer("positions", n_pos, np.uint32)
-            # Blocking copies: the host slices are temporaries.
-            cl.enqueue_copy(queue, d_starts.data, (starts - starts[0]).astype(np.uint32))
-            if n_pos:
-                cl.enqueue_copy(queue, d_pos.data,
-                                np.ascontiguousarray(self._positions_host[int(starts[0]) : int(starts[-1])], dtype=np.uint32))
-            yield QGramChunk(d_starts, d_pos, 0, b1 - b0, b0, n_pos)
-            b0 = b1
+            d_pos = buffer("positions", p1 - p0, np.uint32)
+            # In-order queue: the kernels of this chunk wait for its copies, the next chunk's copies for them.
+            starts.copy_to(queue, d_starts, begin[i], begin[i] + b1 - b0 + 1)
+            self._host_table.copy_to(queue, d_pos, p0, p1)
+            yield QGramChunk(d_starts, d_pos, 0, b1 - b0, b0, p1 - p0)
+
+
+def chunk_bounds(starts, max_positions, max_buckets, whole_buckets=False):
+    """Bucket numbers b_0 = 0 < b_1 < ... < b_k = n_buckets such that buckets [b_i, b_i+1) hold at most
+    ``max_positions`` positions and are at most ``max_buckets`` buckets; ``starts`` is the bucket table
+    (n_buckets + 1 ascending starts).  A bucket alone above ``max_positions`` gets a chunk of its own with
+    ``whole_buckets``; otherwise the result is None (no such tiling exists)."""
+    n_buckets = len(starts) - 1
+    bounds = [0]
+    end = int(starts[n_buckets])
+    while bounds[-1] < n_buckets:
+        b0 = bounds[-1]
+        limit = int(starts[b0]) + max_positions
+        # last bucket bound whose start is within the limit (searched on the table's own dtype)
+        b1 = n_buckets if limit >= end else int(np.searchsorted(starts, starts.dtype.type(limit), "right")) - 1
+        b1 = min(b1, b0 + max_buckets)
+        if b1 <= b0:
+            if not whole_buckets:
+                return None
+            b1 = b0 + 1
+        bounds.append(b1)
+    return np.array(bounds, dtype=np.int64)
+
+
+class _HostArray:
+    """A host array the device copies slices of, in page-locked memory where the device has its own memory.
+
+    Copies from pageable memory go through the driver's staging buffer at a fraction of the bus speed; a
+    streamed table crosses the bus twice per read buffer, so it lives in ``CL_MEM_ALLOC_HOST_PTR`` buffers
+    mapped once (pinned by the driver), in segments of at most the device's largest allocation.  A CPU
+    device reads host memory anyway: there the array is kept as it is.
+    """
+
+    def __init__(self, device, array, dtype):
+        import pyopencl as cl
+
+        self.dtype = np.dtype(dtype)
+        self.segments = []  # (first element, host array)
+        if device.host_memory or len(array) == 0:
+            self.segments.append((0, np.ascontiguousarray(array, dtype=self.dtype)))
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        seg = max(1, device.max_alloc // self.dtype.itemsize)
+        step = max(1, UPLOAD_BLOCK // self.dtype.itemsize)
+        self._buffers = []
+
+        def fill(mapped, lo, b):
+            block = array[lo + b : lo + min(len(mapped), b + step)]
+            mapped[b : b + len(block)] = block
+            release_pages(block)
+
+        try:
+            with ThreadPoolExecutor(FILL_THREADS) as pool:
+                for lo in range(0, len(array), seg):
+                    n = min(seg, len(array) - lo)
+                    buf = cl.Buffer(device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.ALLOC_HOST_PTR,
+                                    n * self.dtype.itemsize)
+                    mapped, _ = cl.enqueue_map_buffer(device.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE,
+                                                      0, (n,), self.dtype)
+                    list(pool.map(lambda b: fill(mapped, lo, b), range(0, n, step)))
+                    self._buffers.append((buf, mapped))
+                    self.segments.append((lo, mapped))
+        except (cl.Error, MemoryError):
+            # no page-locked memory to be had: copy from the array itself, more slowly
+            self._buffers, self.segments = [], [(0, np.ascontiguousarray(array, dtype=self.dtype))]
+
+    def copy_to(self, queue, dest, lo, hi):
+        """Enqueue copies of elements [lo, hi) to the start of device array ``dest`` (no wait)."""
+        import pyopencl as cl
+
+        for first, host in self.segments:
+            a, b = max(lo, first), min(hi, first + len(host))
+            if a < b:
+                cl.enqueue_copy(queue, dest.data, host[a - first : b - first],
+                                dst_offset=(a - lo) * self.dtype.itemsize, is_blocking=False)

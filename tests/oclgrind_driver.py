@@ -104,8 +104,8 @@ def write_inputs(workdir):
 
 def wrapper_results(device, workdir):
     """The wrapper calls of the check besides the mapping run, on ``device``: filtration as a whole, per
-    reference position, in hit windows smaller than a read strand's hits (merged afterwards) and with masked
-    q-grams; validation of candidates widened to need every bit-vector size; mate rescue in work-groups of
+    reference position, in hit windows smaller than a read strand's hits (merged afterwards), with masked
+    q-grams and with the q-gram table in parts and streamed; validation of candidates widened to need every bit-vector size; mate rescue in work-groups of
     several sizes; the final alignment in both scratch layouts.  A dict of arrays."""
     import pyopencl.array as cla
 
@@ -124,6 +124,10 @@ def wrapper_results(device, workdir):
     out = {}
     with ReferenceIndex(workdir / "ref.h5") as index:
         resident = ResidentReference.from_index(device, index)
+        # the q-gram table in parts (several slot ranges per read buffer) and streamed (packed positions)
+        tables = {"parts": ResidentReference.from_index(device, index, part_positions=resident.n_positions // 3),
+                  "streamed": ResidentReference.from_index(device, index, table_budget=0,
+                                                           chunk_positions=resident.n_positions // 3)}
         starts, ends = index.offsets.astype(np.int64), (index.offsets + index.lengths).astype(np.int64)
     batches = [next(iter(read_batches(str(workdir / name), 1 << 10))) for name in ("r1.fq", "r2.fq")]
     codes = np.concatenate([b.codes for b in batches])
@@ -141,6 +145,10 @@ def wrapper_results(device, workdir):
     for name, kwargs in variants.items():
         cand = filter_reference(device, resident, qi, rb, **kwargs)
         for field, values in cand.to_host().items():
+            out[f"{name}.{field}"] = values
+    for name, table in tables.items():
+        assert len(table.parts) > 1 if name == "parts" else table.streamed
+        for field, values in filter_reference(device, table, qi, rb).to_host().items():
             out[f"{name}.{field}"] = values
     # hit windows: the first read alone, in windows one hit smaller than its strand's hits, so that strand is
     # emitted in two windows and merged (every range and merge costs many scans, slow on the simulator)

@@ -77,6 +77,10 @@ def test_memory_cap():
     dev = devmod.Device(memory_cap=1 << 28)
     assert dev.global_mem == min(1 << 28, dev.info.global_mem)
     assert dev.max_alloc <= dev.global_mem
+    # a smaller device of the same kind: its largest allocation keeps the device's share of its memory
+    info = dev.info
+    assert dev.max_alloc == min(info.max_alloc, dev.global_mem * info.max_alloc // info.global_mem)
+    assert abs(dev.max_alloc / dev.global_mem - min(1.0, info.max_alloc / info.global_mem)) < 1e-6
 
 
 def test_no_platform_message(monkeypatch):

@@ -19,7 +19,7 @@ from peanut_py.filtration import (
 )
 from peanut_py import layout
 from peanut_py.qgroup import QGroupIndex, ReadBuffer
-from peanut_py.resident import ResidentReference
+from peanut_py.resident import ResidentReference, _HostArray, chunk_bounds
 from qgram_oracle import CODE, read_fastq_codes, ref_qgrams, ref_text
 
 CONTIG_GAP = 1024
@@ -269,6 +269,96 @@ def test_streamed_chunks_tile_the_table(device, planted):
     np.testing.assert_array_equal(np.concatenate(positions), ref["positions"])
 
 
+def test_chunk_bounds_match_a_greedy_scan():
+    """chunk_bounds tiles the buckets greedily: each chunk takes buckets while their positions and count stay
+    within the limits; a bucket alone above the position limit is a chunk of its own or no tiling."""
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        sizes = rng.choice([0, 0, 1, 2, 5, 40], size=int(rng.integers(1, 60)))
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(rng.choice([np.uint32, np.uint64]))
+        max_pos, max_b = int(rng.integers(1, 50)), int(rng.integers(1, 9))
+        for whole in (False, True):
+            expected, b = [0], 0
+            while b < len(sizes):
+                b1 = b
+                while b1 < len(sizes) and b1 - b < max_b and starts[b1 + 1] - starts[b] <= max_pos:
+                    b1 += 1
+                if b1 == b:
+                    if not whole:
+                        expected = None
+                        break
+                    b1 = b + 1
+                expected.append(b1)
+                b = b1
+            got = chunk_bounds(starts, max_pos, max_b, whole_buckets=whole)
+            assert (got is None) == (expected is None), (trial, whole)
+            if got is not None:
+                assert got.tolist() == expected, (trial, whole)
+
+
+def test_resident_parts_tile_the_table(device, planted):
+    """Positions beyond one allocation: the table stays resident in parts of consecutive buckets, each with
+    its starts rebased to the part."""
+    ref = planted["ref"]
+    res = ResidentReference(device, *table_args(ref, 11, 2), part_positions=700)
+    assert not res.streamed and len(res.parts) >= len(ref["positions"]) // 700 and res.buckets is None
+    starts, positions = [0], []
+    for part in res.parts:
+        assert part.first_bucket == len(starts) - 1 and part.b_base == 0 and part.n_positions <= 700
+        s = part.buckets.get().astype(np.int64)
+        assert len(s) == part.n_buckets + 1 and s[0] == 0 and s[-1] == part.n_positions
+        starts.extend(s[1:] + starts[-1])
+        positions.append(part.positions.get())
+    np.testing.assert_array_equal(np.array(starts), ref["buckets"])
+    np.testing.assert_array_equal(np.concatenate(positions), ref["positions"])
+    assert res.device_bytes == sum(a.nbytes for a in (res.packed, res.ambiguous, res.contig_offsets,
+                                                        res.contig_ends)) + 4 * (len(starts) + len(res.parts) - 1
+                                                                                 + len(ref["positions"]))
+
+
+@pytest.mark.parametrize("max_hits", [None, 5000])  # one range of read strands; several (the passes reused)
+@pytest.mark.parametrize("max_buckets", [None, 300])
+@pytest.mark.parametrize("bits", [None, 22])  # the build's choice; no suffix bits (a folded key spans buckets)
+def test_table_in_parts_gives_identical_candidates(device, planted, max_hits, max_buckets, bits):
+    p = planted
+    ref = p["ref"]
+    buckets = None if bits is None else bucket_table(ref["kmers"], ref["kmer_starts"], p["q"], bits)
+    res = ResidentReference(device, *table_args(ref, p["q"], p["step"], buckets), part_positions=900)
+    assert len(res.parts) > 2
+    cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, min_votes=1, max_hits_per_pass=max_hits,
+                            max_buckets_per_chunk=max_buckets)
+    assert cand.n_chunks >= len(res.parts) * cand.n_ranges
+    assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
+
+
+def test_gpu_streamed_table_from_page_locked_memory_gives_identical_candidates(planted):
+    """A device with its own memory streams the table from page-locked host buffers (CL_MEM_ALLOC_HOST_PTR,
+    in segments of its largest allocation); run that path on the CPU device."""
+    p = planted
+    gpu = Device(host_memory=False)
+    res = ResidentReference(gpu, *table_args(p["ref"], p["q"], p["step"]), table_budget=0, chunk_positions=1500)
+    assert res.streamed and len(res._host_table.segments) == 1 and res._host_table._buffers
+    rb = ReadBuffer(gpu, p["codes"], p["offsets"])
+    qi = QGroupIndex(gpu, rb, p["q"])
+    cand = filter_reference(gpu, res, qi, rb, collapse_gap=8, min_votes=1)
+    assert cand.n_chunks >= len(p["ref"]["positions"]) // 1500
+    assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
+
+
+def test_page_locked_host_array_copies_slices_across_its_segments():
+    import pyopencl.array as cla
+
+    gpu = Device(host_memory=False)
+    gpu.max_alloc = 4096  # segments of 1,024 uint32
+    values = np.random.default_rng(3).integers(0, 1 << 32, 5000, dtype=np.uint64)
+    host = _HostArray(gpu, values, np.uint32)
+    assert [first for first, _ in host.segments] == [0, 1024, 2048, 3072, 4096]
+    dest = cla.empty(gpu.queue, 5000, np.uint32)
+    for lo, hi in [(0, 5000), (1000, 1030), (1024, 2048), (5, 4999), (4096, 5000), (7, 7)]:
+        host.copy_to(gpu.queue, dest, lo, hi)
+        np.testing.assert_array_equal(dest.get()[: hi - lo], values[lo:hi].astype(np.uint32))
+
+
 def test_sequence_too_large_for_device_is_an_error(planted):
     ref = planted["ref"]
     tiny = Device(memory_cap=16 << 10)
@@ -278,9 +368,42 @@ def test_sequence_too_large_for_device_is_an_error(planted):
 
 # ---------------------------------------------------------------- filtration
 
+def read_keys(p, q, fold):
+    """The key (q-gram value without its fold low bases) of every read q-gram of the planted buffer."""
+    text, rs_start, pos_rs = ref_text(p["codes"], p["offsets"])
+    g, _ = ref_qgrams(text, rs_start, pos_rs, q)
+    return g.astype(np.int64) >> (2 * fold)
+
+
+@pytest.mark.parametrize("fold", [0, 1])
+def test_key_ranks_match_numpy(device, planted, fold):
+    """key_ranks gives, for a key, the slots of the q-group index below it and where they end in O: the
+    distinct read keys and the read q-gram occurrences below it."""
+    import pyopencl.array as cla
+
+    p = planted
+    q = p["q"]
+    qi = QGroupIndex(device, p["rb"], q, fold=fold)
+    keys_all = np.sort(read_keys(p, q, fold))
+    distinct = np.unique(keys_all)
+    rng = np.random.default_rng(11)
+    n_keys = 1 << (2 * q - 2 * fold)
+    probe = np.concatenate([[0, n_keys - 1], distinct[:5], distinct[-5:], distinct[::97] + 1,
+                            rng.integers(0, n_keys, 200)]).clip(0, n_keys - 1).astype(np.uint32)
+    knl = filtration.filter_kernels(device, q, qi.s_stride, "uint", fold, 2 * q - 10)
+    out = cla.empty(device.queue, 2 * len(probe), np.uint32)
+    device.launch(knl.key_ranks, len(probe), qi.I.data, qi.S.data, qi.Sp.data,
+                  cla.to_device(device.queue, probe).data, np.uint32(len(probe)), out.data)
+    got = out.get()
+    np.testing.assert_array_equal(got[: len(probe)], np.searchsorted(distinct, probe))
+    np.testing.assert_array_equal(got[len(probe) :], np.searchsorted(keys_all, probe))
+    assert qi.n_occurrences == len(keys_all) and qi.n_distinct == len(distinct)
+
+
+@pytest.mark.parametrize("slots", ["all", "chunk"])  # every slot's kmer sought; only those of the chunk's keys
 @pytest.mark.parametrize("bits", [None, 3, 22])  # the build's choice, large buckets, one kmer per bucket
 @pytest.mark.parametrize("fold", [0, 1])
-def test_present_kmers_match_numpy(device, planted, fold, bits):
+def test_present_kmers_match_numpy(device, planted, fold, bits, slots):
     """present_kmers lists, in some order, exactly the kmers of a chunk of the table that occur in the read
     buffer, each with its range of positions."""
     import pyopencl.array as cla
@@ -298,9 +421,16 @@ def test_present_kmers_match_numpy(device, planted, fold, bits):
     room = qi.n_occurrences
     values, ranges = cla.empty(device.queue, room, np.uint32), cla.empty(device.queue, 2 * room, np.uint32)
     n_present = cla.zeros(device.queue, 1, np.uint32)
-    device.launch(knl.present_kmers, qi.n_distinct, res.buckets.data, np.uint64(first), np.uint32(n),
+    # the slots from the chunk's first key on (the chunk runs to the table's end)
+    if slots == "chunk":
+        shift = 2 * q - bits - 2 * fold
+        key = first << shift if shift >= 0 else first >> -shift
+        s0 = int(np.searchsorted(np.unique(read_keys(p, q, fold)), key))
+    else:
+        s0 = 0
+    device.launch(knl.present_kmers, qi.n_distinct - s0, res.buckets.data, np.uint64(first), np.uint32(n),
                   np.uint32(first), res.positions.data, res.packed.data, p["rb"].text.data, qi.O.data, qi.Sp.data,
-                  qi.Ob.data, np.uint32(qi.n_distinct), values.data, ranges.data, n_present.data)
+                  qi.Ob.data, np.uint32(s0), np.uint32(qi.n_distinct), values.data, ranges.data, n_present.data)
     k = int(n_present.get()[0])
     got_values = values.get()[:k]
     order = np.argsort(got_values)
@@ -400,12 +530,18 @@ def test_per_position_variant_gives_identical_hits(device, planted):
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
 
-def test_streamed_table_gives_identical_candidates(device, planted):
+@pytest.mark.parametrize("max_hits", [None, 5000])  # one range of read strands; several
+@pytest.mark.parametrize("gather", [True, False])  # present positions packed once; the table streamed per pass
+def test_streamed_table_gives_identical_candidates(device, planted, monkeypatch, gather, max_hits):
     p = planted
     res = ResidentReference(device, *table_args(p["ref"], p["q"], p["step"]), table_budget=0, chunk_positions=2000)
     assert res.streamed
-    cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, min_votes=1)
-    assert cand.n_chunks >= len(p["ref"]["positions"]) // 2000
+    if not gather:
+        monkeypatch.setattr(filtration, "GATHER_SHARE", 0.0)
+    cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, min_votes=1, max_hits_per_pass=max_hits)
+    assert cand.gathered == gather and (cand.n_ranges > 1) == (max_hits is not None)
+    if not gather:
+        assert cand.n_chunks >= len(p["ref"]["positions"]) // 2000
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
 

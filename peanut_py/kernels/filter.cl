@@ -127,15 +127,16 @@ inline void find_kmer(uint g, __global const STARTS_T *buckets, ulong b_base, ui
     present_range[2 * j + 1] = hi;
 }
 
-// One work-item per slot s of the q-group index (a key; folded, up to 4^FOLD values told apart by Ob).
+// One work-item per slot s0 <= s < s1 of the q-group index (a key; folded, up to 4^FOLD values told apart
+// by Ob): the slots whose keys can fall into the chunk's buckets (see key_ranks).
 __kernel void present_kmers(__global const STARTS_T *buckets, const ulong b_base, const uint n_b,
                             const uint first_bucket, __global const uint *positions, __global const uint *packed,
                             __global const uchar *text, __global const uint *O, __global const uint *Sp,
-                            __global const uchar *Ob, const uint n_slots, __global uint *present_value,
+                            __global const uchar *Ob, const uint s0, const uint s1, __global uint *present_value,
                             __global STARTS_T *present_range, __global uint *n_present)
 {
-    uint s = get_global_id(0);
-    if (s >= n_slots) return;
+    uint s = s0 + get_global_id(0);
+    if (s >= s1) return;
     for (uint k = Sp[s], end = Sp[s + 1]; k < end;) {
         uint next = end;
 #if FOLD > 0
@@ -145,6 +146,43 @@ __kernel void present_kmers(__global const STARTS_T *buckets, const ulong b_base
                   present_range, n_present);
         k = next;
     }
+}
+
+// out[i] = the slots of the q-group index whose keys are below keys[i], out[n + i] = where they end in O
+// (Sp[out[i]]): slots out[0] .. out[1] - 1 hold exactly the keys keys[0] .. keys[1] - 1, so the present
+// kmers of a chunk of the q-gram table are sought only among the slots of its keys.
+__kernel void key_ranks(__global const uint *I, __global const uint *S, __global const uint *Sp,
+                        __global const uint *keys, const uint n, __global uint *out)
+{
+    uint i = get_global_id(0);
+    if (i >= n) return;
+    uint slot = qgram_slot(I, S, keys[i]);
+    out[i] = slot;
+    out[n + i] = Sp[slot];
+}
+
+// n_ref[j] = the reference positions of present kmer j (the sizes that gather_positions packs).
+__kernel void present_sizes(__global const STARTS_T *present_range, const uint n_present, __global ulong *n_ref)
+{
+    uint j = get_global_id(0);
+    if (j >= n_present) return;
+    n_ref[j] = (ulong)(present_range[2 * j + 1] - present_range[2 * j]);
+}
+
+// The positions of the present kmers of a streamed chunk, packed: kmer j's positions[lo .. hi) go to
+// out[start[j] ..] and its range becomes the packed one, so that the passes over the read buffer no longer
+// need the chunk (ranges are STARTS_T, the 32-bit starts of a streamed chunk: the packed total is bounded
+// below 2^32 by the caller).
+__kernel void gather_positions(__global STARTS_T *present_range, const uint n_present,
+                               __global const uint *positions, __global const ulong *start, __global uint *out)
+{
+    uint j = get_global_id(0);
+    if (j >= n_present) return;
+    STARTS_T lo = present_range[2 * j], hi = present_range[2 * j + 1];
+    ulong o = start[j];
+    for (STARTS_T k = lo; k < hi; ++k) out[o + (k - lo)] = positions[k];
+    present_range[2 * j] = (STARTS_T)o;
+    present_range[2 * j + 1] = (STARTS_T)(o + (hi - lo));
 }
 
 // Counting pass (Algorithm 2, lines 1-4), one work-item per present kmer j.  A kmer with n_ref
