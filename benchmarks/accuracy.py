@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """MAPQ accuracy against the peers on simulated reads of several genomes, with a known truth.
 
-Per genome (human chr20, yeast, E. coli from ../shared/data) it simulates the sets of ACCURACY_SETS with
+Per genome (human chr20, yeast, E. coli from ../shared/data, and a repeat-rich one made from chr20's segments
+by made_genome) it simulates the sets of ACCURACY_SETS with
 mason (error-only and with mason_variator's SNPs and small indels; 100 and 150 bp; single and paired; a 3x
 error rate), maps them with peanut-py and the peers on the same reads and threads, and scores the primary
 records against mason's truth: correct and wrong reads at every MAPQ cut-off (the dominance table against
@@ -30,11 +31,19 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import run, scoring, simulate  # noqa: E402
 
-GENOMES = {  # key -> (label, path under --data)
+GENOMES = {  # key -> (label, path under --data, or None for a genome made here: made_genome)
     "chr20": ("human GRCh37 chr20", os.path.join("human", "GRCh37_chr20.fa.gz")),
     "yeast": ("yeast S288C", os.path.join("yeast", "S288C_R64-1-1.genome.fa.gz")),
     "ecoli": ("E. coli K-12 MG1655", os.path.join("ecoli", "Ecoli_K12_MG1655.fa.gz")),
+    "repeats": ("repeat-rich, made from a chr20 window (30 Mbp)", None),
 }
+# The made genome: 10 Mbp of real chr20 (MADE_WINDOW, 0-based, as contig "chr20w") and two 10 Mbp chromosomes
+# of which half is diverged copies (1-20 % divergence, either strand) of segments of that window and the rest
+# random, with N telomeres and centromeres (human_scale.write_repeat_rich_contigs), from a fixed seed: reads
+# from the window meet near-copies of themselves elsewhere, as a real genome's segmental duplications.
+MADE_WINDOW = (40_000_020, 50_000_020)
+MADE_CONTIGS = (("rr1", 10_000_020), ("rr2", 10_000_020))
+MADE_SEED = 20
 FIT_GENOMES = ("chr20", "yeast")  # the MAPQ model's tuning sets; the others only check it
 ACCURACY_SETS = {  # name -> (read length, paired, mismatch scale, with variants)
     "err100se": (100, False, 1.0, False),
@@ -57,9 +66,36 @@ def set_seed(genome, name):
     return 3000 + 100 * list(GENOMES).index(genome) + list(ACCURACY_SETS).index(name)
 
 
+def made_genome(args, key):
+    """The FASTA of the genome ``key`` made here (GENOMES' path None), written once under work/made."""
+    from benchmarks.human_scale import chr20_codes, write_repeat_rich_contigs
+
+    path = os.path.join(args.work, "made", f"{key}-seed{MADE_SEED}.fa")
+    if not os.path.exists(path):
+        run.log(f"making the {key} genome from chr20 (seed {MADE_SEED})")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        window = chr20_codes(os.path.join(args.data, GENOMES["chr20"][1]))[slice(*MADE_WINDOW)]
+        with open(path + ".tmp", "wb") as f:
+            write_fasta_record(f, "chr20w", window)
+            write_repeat_rich_contigs(f, MADE_CONTIGS, window, seed=MADE_SEED)
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def write_fasta_record(f, name, codes):
+    """One contig of base codes (A0 C1 G2 T3, N4) into the open binary FASTA file ``f``, 60 bases per line."""
+    import numpy as np
+
+    text = np.frombuffer(b"ACGTN", dtype=np.uint8)[codes]
+    f.write(f">{name}\n".encode())
+    for i in range(0, text.size, 60):
+        f.write(text[i:i + 60].tobytes() + b"\n")
+
+
 def prepare_genome(args, key):
     """run.Genome of ``key`` and its mason_variator VCF (cached next to the decompressed FASTA)."""
-    genome = run.Genome(key, os.path.join(args.data, GENOMES[key][1]), args.work)
+    source = os.path.join(args.data, GENOMES[key][1]) if GENOMES[key][1] else made_genome(args, key)
+    genome = run.Genome(key, source, args.work)
     vcf = os.path.join(genome.dir, f"variants-{VARIANT_SEED}.vcf")
     if not os.path.exists(vcf):
         run.log(f"mason_variator on {key}: SNPs (0.1 %) and small indels (0.01 %, 1-6 bp)")
@@ -210,8 +246,16 @@ def write_outputs(args, results):
     print(md)
 
 
+def use_this_checkout():
+    """Let the peanut-py runs (``python -m peanut_py``) import this tree's package rather than whichever one the
+    environment installed (an editable install of another worktree): the MAPQ model measured is this one."""
+    paths = [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != ROOT]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    use_this_checkout()
     if args.replot:
         with open(args.replot) as f:
             results = json.load(f)

@@ -17,6 +17,21 @@ MAPQ_COEF_LEN = 50
 # in 100 bases gave about 20), five kept them at 60 with no more wrong reads at MAPQ >= 20, and six let wrong
 # reads through; reads over masked q-grams are covered by their shorter guarantee (unseen_rival_score).
 UNSEEN_EXTRA_EDITS = 5
+# Close rivals (hits one mismatch from the best, ``n_sub``) mark a repeat family, of which the filtration sees
+# only the members within its reach: the read's one-mismatch lead over them is worth less than the score gap
+# says, for an error in the read at the base where a rival differs makes that rival the best hit. With
+# CROWD_MIN or more close rivals MAPQ is capped at CROWD_CAP, below a cut-off of 10, where bwa puts such reads
+# (0 to 8); with CROWD_ZERO or more it is 0. On the tuning genomes 0.6 % of the reads with 2 to 19 close
+# rivals were wrong (3 % with three times the error rate), and 7 % of those with 20 or more.
+CROWD_MIN = 2
+CROWD_CAP = 9
+CROWD_ZERO = 25
+# A best hit with a close rival and an identity at or below this (two mismatches or more per 100 bases) has
+# errors enough that one more at the differing base is likely: MAPQ at most CROWD_CAP.
+CLOSE_RIVAL_IDENTITY = 0.98
+# A read with a close rival and at least this share of its bases under masked q-grams: the mask hides the rest
+# of the family from the filtration, so the seen rivals are no bound on the unseen ones; MAPQ 0.
+MASKED_FAMILY_SHARE = 0.8
 
 
 def close_rival_gap(scoring):
@@ -44,18 +59,22 @@ def unseen_rival_score(read_len, q, step, scoring, covered=None, extra_edits=UNS
     return n * scoring.match - (e_g[n_eff] + extra_edits) * (scoring.match + scoring.mismatch)
 
 
-def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None):
+def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None, covered=None, read_len=None):
     """MAPQ of primary hits (vectorised): BWA-MEM's default model.
 
     ``sub`` is the best score of any other hit of the read (or -1 when there is none); a missing rival is
     treated as a chance match of one q-gram (q * match), the least our filtration can find. Equal best hits
     give 0; otherwise ``6.02 * (score - sub) / match * f**2``, with ``f = identity**2`` times
     ``log(MAPQ_COEF_LEN) / log(aligned length)`` beyond MAPQ_COEF_LEN bases, less ``4.343 * ln(n_sub + 1)``
-    for ``n_sub`` close rivals. See docs/output.md, "MAPQ", for the calibration.
+    for ``n_sub`` close rivals. A best hit with a close rival (one scoring within a mismatch of it) is then
+    capped: at CROWD_CAP with CROWD_MIN or more of them or at an identity of CLOSE_RIVAL_IDENTITY or less, and
+    to 0 with CROWD_ZERO or more, or with MASKED_FAMILY_SHARE of the read (``read_len``) under masked q-grams
+    (``covered``, bases per read). See docs/output.md, "MAPQ", for the calibration.
     """
     match, mismatch = scoring.match, scoring.mismatch
     score = np.asarray(score, dtype=np.float64)
-    sub = np.maximum(np.asarray(sub, dtype=np.float64), q * match)
+    raw_sub = np.asarray(sub, dtype=np.float64)
+    sub = np.maximum(raw_sub, q * match)
     if unseen is not None:
         sub = np.maximum(sub, np.asarray(unseen, dtype=np.float64))
     length = np.maximum(np.asarray(aligned_len, dtype=np.float64), 1.0)
@@ -66,17 +85,38 @@ def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None):
         mapq = np.floor(6.02 * (score - sub) / match * f * f + 0.499)
     mapq = mapq - np.floor(4.343 * np.log(np.asarray(n_sub, dtype=np.float64) + 1) + 0.499)
     mapq = np.where((sub >= score) | (score <= 0), 0, mapq)
-    return np.clip(mapq, 0, MAPQ_MAX).astype(np.int32)
+    mapq = np.clip(mapq, 0, MAPQ_MAX)
+    n_sub = np.asarray(n_sub, dtype=np.int64)
+    close = close_rival(score, raw_sub, n_sub, scoring)
+    capped = close & ((n_sub >= CROWD_MIN) | (identity <= CLOSE_RIVAL_IDENTITY))
+    mapq = np.where(capped, np.minimum(mapq, CROWD_CAP), mapq)
+    zero = close & (n_sub >= CROWD_ZERO)
+    if covered is not None and read_len is not None:
+        zero |= close & (np.asarray(covered, dtype=np.float64) >= MASKED_FAMILY_SHARE * np.asarray(read_len))
+    return np.where(zero, 0, mapq).astype(np.int32)
 
 
-def pair_mapq(q_se, q_pe, unseen_ties=None):
+def close_rival(score, sub, n_sub, scoring):
+    """Per read: whether a rival hit scores within one mismatch of the best (``sub``: the best other hit's
+    score, -1 without one) and is counted in ``n_sub``."""
+    sub = np.asarray(sub)
+    return (np.asarray(n_sub) >= 1) & (sub >= 0) & (sub >= np.asarray(score) - (scoring.match + scoring.mismatch))
+
+
+def pair_mapq(q_se, q_pe, unseen_ties=None, close=None):
     """A mate's MAPQ in a chosen concordant pair: its own, raised towards the pair's by at most
     PAIR_MAPQ_BOOST (BWA). Not raised where ``unseen_ties``: a rival the filtration may have missed (masked
     q-grams, unseen_rival_score) could score as well as the mate's hit; it would be missed by the search for
-    the pair as well, e.g. the same satellite one repeat unit away, so the pair cannot vouch for the mate."""
+    the pair as well, e.g. the same satellite one repeat unit away, so the pair cannot vouch for the mate.
+    0 where ``close`` (the mate has a close rival, close_rival) and the pair's MAPQ is 0: another pair scores
+    as well, and the likeliest one moves this mate to its close rival, whose lost mismatch the other mate's
+    better hit makes up."""
     q_se = np.asarray(q_se, dtype=np.int64)
+    q_pe = np.asarray(q_pe, dtype=np.int64)
     raised = np.maximum(q_se, np.minimum(q_pe, q_se + PAIR_MAPQ_BOOST))
-    return raised if unseen_ties is None else np.where(unseen_ties, q_se, raised)
+    if unseen_ties is not None:
+        raised = np.where(unseen_ties, q_se, raised)
+    return raised if close is None else np.where(np.asarray(close) & (q_pe == 0), 0, raised)
 
 
 class MaskedQgrams:

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import pairs
 from .align import align_batch, clip_terminal_gaps, md_flat
-from .mapq import MaskedQgrams, close_rival_gap, mapq_model, pair_mapq, unseen_rival_score
+from .mapq import MaskedQgrams, close_rival, close_rival_gap, mapq_model, pair_mapq, unseen_rival_score
 from .pair_choice import choose_pairs
 from .pipeline import TwoPhaseSteps
 from .ranking import expand, gather_read_strands, rank_hits, strata_counts
@@ -253,9 +253,9 @@ class Postprocessor:
 
     def unseen_rivals(self, batch, r0, r1):
         """Per read r0..r1: the best score of a rival the filtration may have missed (mapq.unseen_rival_score),
-        with the guarantee lowered by the read's bases under masked q-grams."""
+        with the guarantee lowered by the read's bases under masked q-grams, and those bases (for mapq_model)."""
         covered = self.masked.coverage(batch.codes, batch.offsets[r0:r1 + 1])
-        return unseen_rival_score(batch.lengths[r0:r1], self.q, self.step, self.opts.scoring, covered=covered)
+        return unseen_rival_score(batch.lengths[r0:r1], self.q, self.step, self.opts.scoring, covered=covered), covered
 
     # --- single-end -----------------------------------------------------------------------------------------
 
@@ -300,8 +300,9 @@ class Postprocessor:
             n_sub = np.where(n_best > 1, n_best - 1, np.maximum(next_stratum_sizes(order, ptr, dist, n_best), close))
             aligned_len = np.zeros(n_reads, dtype=np.int64)
             aligned_len[np.flatnonzero(has)[prim_ok]] = (aln.read_end - aln.read_begin)[prim[prim_ok]]
-            unseen = self.unseen_rivals(batch, r0, r1)
-            mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, self.opts.scoring, unseen=unseen)
+            unseen, covered = self.unseen_rivals(batch, r0, r1)
+            mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, self.opts.scoring, unseen=unseen,
+                              covered=covered, read_len=batch.lengths[r0:r1])
             mapq = np.where(n_best > 1, 0, mapq)
             return self.format_chunk(batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq)
 
@@ -396,8 +397,9 @@ class Postprocessor:
             kept_read, _ = expand(kept)
             same = np.bincount(kept_read[dist[order] == chosen_dist[kept_read]], minlength=n_reads).astype(np.int64)
             n_sub = np.where(same > 1, same - 1, np.clip(kept - 1, 0, 1))
-            unseen = self.unseen_rivals(batch, r0, r1)
-            mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, self.opts.scoring, unseen=unseen)
+            unseen, covered = self.unseen_rivals(batch, r0, r1)
+            mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, self.opts.scoring, unseen=unseen,
+                              covered=covered, read_len=batch.lengths[r0:r1])
             mapq = np.where(same > 1, 0, mapq).astype(np.int64)
 
             # pairs: proper = both mapped on a concordant combination; MAPQ raised by the pair's
@@ -409,7 +411,8 @@ class Postprocessor:
                 proper = both & pairs.concordant(insert_size, contig[pa], rs[ha] & 1, start[ha], end[ha],
                                                    contig[pb], rs[hb] & 1, start[hb], end[hb])
             boost = np.repeat(paired & both, 2)
-            mapq = np.where(boost, pair_mapq(mapq, np.repeat(q_pe, 2), unseen >= score), mapq)
+            close = close_rival(score, sub, n_sub, self.opts.scoring)
+            mapq = np.where(boost, pair_mapq(mapq, np.repeat(q_pe, 2), unseen >= score, close), mapq)
             # the other reported hits of each read, in rank order (o_read is sorted)
             rep = o_ok & (o_rank < report[o_read])
             rep_ptr = np.zeros(n_reads + 1, dtype=np.int64)

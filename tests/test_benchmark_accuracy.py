@@ -106,3 +106,37 @@ def test_stored_score_keeps_what_the_checks_and_plots_need(tmp_path):
     assert scoring.correct_wrong_at(stored, accuracy.THRESHOLDS) == scoring.correct_wrong_at(full, accuracy.THRESHOLDS)
     runs_full, runs_stored = {"peanut-best": {"score": full}}, {"peanut-best": {"score": stored}}
     assert accuracy.checks(runs_full) == accuracy.checks(runs_stored)
+
+
+def test_made_genome_holds_the_window_and_copies_of_it(tmp_path, monkeypatch):
+    """The made genome from a small stand-in chr20: its first contig is the window verbatim, the others hold
+    diverged copies of its segments, and a second build gives the same bytes."""
+    import gzip
+
+    import numpy as np
+
+    from benchmarks import human_scale, simulate
+
+    rng = np.random.default_rng(5)
+    chr20 = "".join("ACGT"[i] for i in rng.integers(0, 4, 60_000))
+    os.makedirs(tmp_path / "data" / "human")
+    with gzip.open(tmp_path / "data" / "human" / "GRCh37_chr20.fa.gz", "wt") as f:
+        f.write(">20\n" + "\n".join(chr20[i:i + 60] for i in range(0, len(chr20), 60)) + "\n")
+    monkeypatch.setattr(accuracy, "MADE_WINDOW", (6_000, 36_000))
+    monkeypatch.setattr(accuracy, "MADE_CONTIGS", (("rr1", 120_000),))
+    monkeypatch.setattr(human_scale, "COPY_LENGTHS", (300, 1_000))
+    args = accuracy.parse_args(["--data", str(tmp_path / "data"), "--work", str(tmp_path / "w1")])
+    path = accuracy.made_genome(args, "repeats")
+    assert simulate.fasta_contigs(path) == [("chr20w", 30_000), ("rr1", 120_000)]
+    text = open(path).read().split(">")
+    window = "".join(text[1].split("\n")[1:])
+    assert window == chr20[6_000:36_000]
+    rr1 = "".join(text[2].split("\n")[1:])
+    # copies (1-20 % diverged) share exact 24-mers with the window, either strand; random sequence would not
+    comp = str.maketrans("ACGT", "TGCA")
+    kmers = {window[i:i + 24] for i in range(len(window) - 23)}
+    kmers |= {k.translate(comp)[::-1] for k in kmers}
+    shared = sum(rr1[i:i + 24] in kmers for i in range(0, len(rr1) - 23, 24))
+    assert shared > 100
+    args2 = accuracy.parse_args(["--data", str(tmp_path / "data"), "--work", str(tmp_path / "w2")])
+    assert open(accuracy.made_genome(args2, "repeats")).read() == open(path).read()

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from peanut_py.filtration import guaranteed_errors
-from peanut_py.mapq import (MAPQ_COEF_LEN, MAPQ_MAX, PAIR_MAPQ_BOOST, UNSEEN_EXTRA_EDITS, MaskedQgrams,
+from peanut_py.mapq import (CLOSE_RIVAL_IDENTITY, CROWD_CAP, CROWD_MIN, CROWD_ZERO, MAPQ_COEF_LEN, MAPQ_MAX,
+                            MASKED_FAMILY_SHARE, PAIR_MAPQ_BOOST, UNSEEN_EXTRA_EDITS, MaskedQgrams, close_rival,
                             close_rival_gap, mapq_model, pair_mapq, unseen_rival_score)
 from peanut_py.options import Scoring
 from peanut_py.postprocess import next_stratum_sizes
@@ -19,17 +20,26 @@ Q = 16
 
 def mapq_reference(score, sub, n_sub, length, q=Q, s=SCORING, unseen=None):
     """BWA-MEM's mem_approx_mapq_se with mapQ_coef_len = 50, one read at a time; ``unseen`` (a rival the
-    filtration may have missed) raises sub as BWA's minimum seed score does."""
+    filtration may have missed) raises sub as BWA's minimum seed score does; then the caps for a close rival
+    (one scoring within a mismatch of the best): CROWD_CAP with CROWD_MIN of them or a low identity, 0 with
+    CROWD_ZERO."""
+    raw_sub = sub
     sub = max(sub, q * s.match, -1 if unseen is None else unseen)
     if sub >= score or score <= 0:
         return 0
+    close = n_sub >= 1 and raw_sub >= 0 and raw_sub >= score - (s.match + s.mismatch)
     length = max(length, 1)
     identity = 1.0 - (length * s.match - score) / (s.match + s.mismatch) / length
     f = 1.0 if length < MAPQ_COEF_LEN else math.log(MAPQ_COEF_LEN) / math.log(max(length, 2))
     f *= identity * identity
     mapq = math.floor(6.02 * (score - sub) / s.match * f * f + 0.499)
     mapq -= math.floor(4.343 * math.log(n_sub + 1) + 0.499)
-    return min(max(mapq, 0), MAPQ_MAX)
+    mapq = min(max(mapq, 0), MAPQ_MAX)
+    if close and n_sub >= CROWD_ZERO:
+        return 0
+    if close and (n_sub >= CROWD_MIN or identity <= CLOSE_RIVAL_IDENTITY):
+        return min(mapq, CROWD_CAP)
+    return mapq
 
 
 def test_the_model_equals_the_reference_on_random_inputs():
@@ -38,7 +48,7 @@ def test_the_model_equals_the_reference_on_random_inputs():
     length = rng.integers(20, 301, n)
     score = np.minimum(length, rng.integers(0, 320, n))
     sub = np.where(rng.random(n) < 0.3, -1, score - rng.integers(-5, 80, n))
-    n_sub = rng.integers(0, 6, n)
+    n_sub = rng.integers(0, 6, n) * rng.integers(1, 8, n)
     got = mapq_model(score, sub, n_sub, length, Q, SCORING)
     want = [mapq_reference(*args) for args in zip(score.tolist(), sub.tolist(), n_sub.tolist(), length.tolist())]
     assert got.tolist() == want
@@ -68,6 +78,41 @@ def test_behaviour_on_fixed_cases():
     assert one(150, 140, length=150) < one(100, 90, length=100)
     # a missing rival counts as a chance hit of one q-gram
     assert one(30, -1, length=30) == one(30, Q, length=30)
+
+
+def test_a_crowd_of_close_rivals_caps_mapq():
+    # one rival a mismatch away: the formula (22 less 3 for the rival)
+    assert one(100, 95, n_sub=1) == 19
+    # two or more: a repeat family, capped below 10; 25 or more: 0
+    assert one(100, 95, n_sub=CROWD_MIN) == CROWD_CAP == 9
+    assert one(100, 95, n_sub=CROWD_ZERO - 1) == 8 and one(100, 95, n_sub=CROWD_ZERO) == 0
+    # rivals two mismatches away are no crowd: the formula alone
+    assert one(100, 90, n_sub=3) == 43 - 6
+    # on a 150 bp read the same
+    assert one(150, 145, n_sub=CROWD_MIN, length=150) == CROWD_CAP
+
+
+def test_a_close_rival_of_a_read_with_errors_caps_mapq():
+    # identity 0.98 (two mismatches in 100 bases) and a rival one mismatch worse: capped
+    assert one(90, 85, n_sub=1) == CROWD_CAP
+    # identity 0.992: the formula
+    assert one(96, 91, n_sub=1) > CROWD_CAP
+    # no close rival: the formula even at low identity
+    assert one(90, 70, n_sub=0) > CROWD_CAP
+
+
+def test_a_close_rival_over_masked_qgrams_gives_zero():
+    def masked(covered, n_sub=1, sub=95):
+        return int(mapq_model([100], [sub], [n_sub], [100], Q, SCORING, covered=[covered], read_len=[100])[0])
+    share = int(MASKED_FAMILY_SHARE * 100)
+    assert masked(share) == 0 and masked(share - 1) == 19
+    # without a close rival the masked share alone does not give 0 (its unseen rival does what it does)
+    assert masked(100, n_sub=0, sub=60) > 0
+
+
+def test_close_rival_is_one_mismatch_and_counted():
+    score, sub, n_sub = np.array([100, 100, 100, 100, 100]), np.array([95, 94, 95, -1, 100]), np.array([1, 1, 0, 1, 2])
+    assert close_rival(score, sub, n_sub, SCORING).tolist() == [True, False, False, False, True]
 
 
 def test_close_rival_gap_is_one_mismatch_or_one_short_gap():
@@ -125,6 +170,14 @@ def test_pair_boost():
     # a mate whose unseen rival may score as well as its hit keeps its own MAPQ
     ties = np.array([True, False, True, False, False])
     assert pair_mapq(q_se, q_pe, ties).tolist() == [0, 50, 30, 20, 60]
+
+
+def test_a_tied_pair_gives_a_mate_with_a_close_rival_zero():
+    # the pair's MAPQ is 0 (another pair scores as well): a mate with a close rival gets 0, whatever its own
+    q_se, q_pe = np.array([19, 19, 19, 0]), np.array([0, 0, 5, 0])
+    close = np.array([True, False, True, True])
+    assert pair_mapq(q_se, q_pe, close=close).tolist() == [0, 19, 19, 0]
+    assert pair_mapq(q_se, q_pe).tolist() == [19, 19, 19, 0]
 
 
 def masked_coverage_brute(reads, masked, q):
