@@ -22,6 +22,15 @@ from .resident import MAX_CHUNK_BUCKETS
 DEFAULT_COLLAPSE_GAP = 8
 EMIT_BLOCK = 32  # raw hits per work-item of the emit pass
 SORT_BLOCK = 16  # slot entries sorted by insertion before the merge passes
+# Slot sort by a work-group per slot (sort_slots_local): entries sorted in local memory at once (a power of
+# two; 4 bytes each: 16 KiB) and the work-items of a group (a power of two, lowered to the kernel's limit).
+# Larger slots are sorted in such blocks and merged by one work-item; with 100 bp reads on human chr20,
+# slots above 4096 entries hold a tenth of the hits, slots above 2048 two fifths.  SLOT_SORT_BY_GROUP None:
+# on devices with their own memory (GPUs) only, where one work-item per slot coalesces nothing; a CPU
+# device pays more for a work-group per slot than it saves.  True or False forces either kernel.
+SORT_LOCAL = 4096
+SORT_GROUP = 128
+SLOT_SORT_BY_GROUP = None
 # Device bytes per raw hit of a window: its diagonal 4, the slot sort's scratch 4, candidates up to 16 (one
 # per hit at worst), slack.
 BYTES_PER_HIT = 32
@@ -103,7 +112,7 @@ def filter_kernels(device, q, s_stride, starts_ctype, fold, suffix_bits):
     bits of a q-gram value."""
     return device.kernels("filter", Q=int(q), S_STRIDE=int(s_stride), FOLD=int(fold), STARTS_T=starts_ctype,
                           SUFFIX_BITS=int(suffix_bits),
-                          EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
+                          EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK, SORT_LOCAL=SORT_LOCAL)
 
 
 def build_programs(device, resident, s_stride):
@@ -595,7 +604,8 @@ class _Filtration:
 def collapse_slots(device, knl, tools, diags, total, slot_start, n_slots, rs_start, r0, min_votes, gap, step=None,
                    raw=None, count_all=True, masked=None):
     """Slots of raw diagonals -> candidates.  Slot s (read strand r0 + s) is ``diags[slot_start[s] ..
-    slot_start[s + 1])``; each is sorted in place (``knl.sort_slots``, scratch of ``total`` entries) and its
+    slot_start[s + 1])``; each is sorted in place (``knl.sort_slots`` or on GPUs ``knl.sort_slots_local``, see
+    :func:`slot_sort_group`; scratch of ``total`` entries) and its
     clusters with at least ``min_votes[length of the read strand]`` votes are written in (rs, diag_lo) order.
     ``n_collapsed`` of the result counts all clusters (when ``count_all``); with a list ``raw``, the sorted
     raw hits are appended to it as host arrays (rs, diag).  ``masked``: (masked q-grams per read strand,
@@ -607,7 +617,12 @@ def collapse_slots(device, knl, tools, diags, total, slot_start, n_slots, rs_sta
     masked_per_rs, use_masked = masked or (min_votes, np.uint32(0))
     common = (slot_start.data, np.uint32(n_slots), rs_start.data, np.uint32(r0), min_votes.data,
               masked_per_rs.data, use_masked, np.uint32(gap))
-    device.launch(knl.sort_slots, n_slots, diags.data, scratch.data, *common, n_kept.data, n_all.data)
+    args = (diags.data, scratch.data, *common, n_kept.data, n_all.data)
+    group = slot_sort_group(device, knl)
+    if group is None:
+        device.launch(knl.sort_slots, n_slots, *args)
+    elif n_slots:
+        knl.sort_slots_local(device.queue, (n_slots * group,), (group,), *args)
     del scratch
     step("sort")
     if raw is not None:
@@ -624,6 +639,25 @@ def collapse_slots(device, knl, tools, diags, total, slot_start, n_slots, rs_sta
     part.n_collapsed = int(n_all.get()[:n_slots].sum(dtype=np.int64)) if count_all else n_c
     step("collapse")
     return part
+
+
+def slot_sort_group(device, knl):
+    """Work-items per slot of the slot sort: None for ``knl.sort_slots`` (one work-item per slot), else the
+    work-group size of ``knl.sort_slots_local`` (see ``SLOT_SORT_BY_GROUP``), a power of two."""
+    by_group = not device.host_memory if SLOT_SORT_BY_GROUP is None else SLOT_SORT_BY_GROUP
+    if not by_group:
+        return None
+    import pyopencl as cl
+
+    info = cl.kernel_work_group_info
+    kernel = knl.sort_slots_local
+    if kernel.get_work_group_info(info.LOCAL_MEM_SIZE, device.cl_device) > device.cl_device.local_mem_size:
+        return None  # a device with less local memory than SORT_LOCAL entries: one work-item per slot
+    limit = min(device.max_work_group, kernel.get_work_group_info(info.WORK_GROUP_SIZE, device.cl_device))
+    group = SORT_GROUP
+    while group > max(1, limit):
+        group //= 2
+    return group
 
 
 def _concatenate(device, parts):

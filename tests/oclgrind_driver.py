@@ -32,6 +32,9 @@ INSERT_SIZE = "316,70"  # the library's; -I makes rescue run, the estimate needs
 # Diagonals added on both sides of candidates so that validation needs bit-vectors of 1 to 4 words.
 WIDENINGS = (0, 20, 50, 80)
 RESCUE_TASKS, RESCUE_MARGIN = 8, 40
+# Slot entries sorted in local memory at once by the work-group slot sort of the "group_sort" variant: few
+# enough that read strands exceed it, so their slots are sorted in local blocks and then merged.
+GROUP_SORT_LOCAL = 16
 
 # peanut map's arguments after INDEX: the GPU path (Oclgrind reports a GPU) of every stage, rescue included.
 MAP_ARGS = ["-I", INSERT_SIZE, "r1.fq", "r2.fq"]
@@ -105,12 +108,14 @@ def write_inputs(workdir):
 def wrapper_results(device, workdir):
     """The wrapper calls of the check besides the mapping run, on ``device``: filtration as a whole, per
     reference position, in hit windows smaller than a read strand's hits (merged afterwards), with masked
-    q-grams and with the q-gram table in parts and streamed; validation of candidates widened to need every bit-vector size; mate rescue in work-groups of
+    q-grams, with the q-gram table in parts and streamed, and with the slots sorted by a work-group each in
+    local blocks of GROUP_SORT_LOCAL entries (the GPU's slot sort, whatever ``device`` is); validation of
+    candidates widened to need every bit-vector size; mate rescue in work-groups of
     several sizes; the final alignment in both scratch layouts.  A dict of arrays."""
     import pyopencl.array as cla
 
     from align_oracle import BWA_MEM, make_batch, random_pair
-    from peanut_py import rescue
+    from peanut_py import filtration, rescue
     from peanut_py.align_device import LAYOUTS, align_batch_device
     from peanut_py.filtration import Candidates, filter_reference
     from peanut_py.options import MapOptions
@@ -146,6 +151,13 @@ def wrapper_results(device, workdir):
         cand = filter_reference(device, resident, qi, rb, **kwargs)
         for field, values in cand.to_host().items():
             out[f"{name}.{field}"] = values
+    saved = filtration.SLOT_SORT_BY_GROUP, filtration.SORT_LOCAL
+    filtration.SLOT_SORT_BY_GROUP, filtration.SORT_LOCAL = True, GROUP_SORT_LOCAL
+    try:
+        for field, values in filter_reference(device, resident, qi, rb, min_votes=1).to_host().items():
+            out[f"group_sort.{field}"] = values
+    finally:
+        filtration.SLOT_SORT_BY_GROUP, filtration.SORT_LOCAL = saved
     for name, table in tables.items():
         assert len(table.parts) > 1 if name == "parts" else table.streamed
         for field, values in filter_reference(device, table, qi, rb).to_host().items():

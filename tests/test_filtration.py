@@ -594,14 +594,20 @@ def slot_reference(slots, lengths, r0, table, gap):
     return {f: v[keep] for f, v in cand.items()}, len(cand["rs"])
 
 
-def test_collapse_slots_with_many_hits_and_empty_slots(device):
+# the slot sort by one work-item per slot; by a work-group per slot with the build's local block and with a
+# small one (most slots then sorted in several local blocks and finished by merge passes)
+@pytest.mark.parametrize("by_group,sort_local", [(False, None), (True, None), (True, 64)])
+def test_collapse_slots_with_many_hits_and_empty_slots(device, monkeypatch, by_group, sort_local):
     """The per-read-strand sort and collapse kernels on hand-made slots: empty slots, slots at the insertion
-    sort's block size, and slots of 10^4..10^5 hits that are random, ascending, descending, made of runs
-    (as the emit pass writes them) or all duplicates; thresholds depend on the read strand's length."""
+    sort's and the local sort's block sizes, and slots of 10^4..10^5 hits that are random, ascending,
+    descending, made of runs (as the emit pass writes them) or all duplicates; thresholds depend on the read
+    strand's length."""
     import pyopencl.array as cla
 
     from peanut_py.filtration import EMIT_BLOCK, SORT_BLOCK
 
+    monkeypatch.setattr(filtration, "SLOT_SORT_BY_GROUP", by_group)
+    local = sort_local or filtration.SORT_LOCAL
     rng = np.random.default_rng(11)
 
     def runs(m):
@@ -611,11 +617,13 @@ def test_collapse_slots_with_many_hits_and_empty_slots(device):
     kinds = {"random": lambda m: rng.integers(0, 1 << 20, m),
              "ascending": lambda m: np.sort(rng.integers(0, 1 << 20, m)),
              "descending": lambda m: np.sort(rng.integers(0, 1 << 20, m))[::-1], "runs": runs,
-             "duplicates": lambda m: np.full(m, 777), "dense": lambda m: rng.integers(0, m * 3, m)}
+             "duplicates": lambda m: np.full(m, 777), "dense": lambda m: rng.integers(0, m * 3, m),
+             "top": lambda m: (0xFFFFFFFF - rng.integers(0, 20, m)).astype(np.uint64)}
     spec = [(0, "random"), (1, "random"), (0, "random"), (SORT_BLOCK, "descending"), (SORT_BLOCK + 1, "random"),
             (60_000, "random"), (3, "descending"), (20_000, "ascending"), (25_000, "descending"), (0, "random"),
             (40_000, "runs"), (5_000, "duplicates"), (30_000, "dense"), (2 * SORT_BLOCK + 5, "runs"), (0, "random"),
-            (2, "ascending")]
+            (2, "ascending"), (local, "random"), (local - 1, "dense"), (local + 1, "runs"), (3 * local + 7, "top"),
+            (local // 2 + 3, "top"), (2 * local, "descending")]
     slots = [kinds[k](m).astype(np.uint32) for m, k in spec]
     r0, gap = 3, 8
     lengths = rng.integers(0, 1025, r0 + len(slots) + 2)
@@ -626,7 +634,10 @@ def test_collapse_slots_with_many_hits_and_empty_slots(device):
     slot_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.uint32)
     total = int(slot_start[-1])
     dev = lambda a: cla.to_device(device.queue, a)  # noqa: E731
-    knl = device.kernels("filter", Q=16, S_STRIDE=layout.S_STRIDE, STARTS_T="uint", EMIT_BLOCK=EMIT_BLOCK, SORT_BLOCK=SORT_BLOCK)
+    defines = {} if sort_local is None else {"SORT_LOCAL": sort_local}
+    knl = device.kernels("filter", Q=16, S_STRIDE=layout.S_STRIDE, STARTS_T="uint", EMIT_BLOCK=EMIT_BLOCK,
+                         SORT_BLOCK=SORT_BLOCK, **defines)
+    assert (filtration.slot_sort_group(device, knl) is not None) == by_group
     raw = []
     cand = collapse_slots(device, knl, filter_tools(device), dev(np.concatenate(slots)), total, dev(slot_start), len(slots),
                           dev(rs_start), r0, dev(table), gap, raw=raw)
@@ -634,9 +645,20 @@ def test_collapse_slots_with_many_hits_and_empty_slots(device):
     assert_candidates_equal(cand.to_host(), want)
     assert cand.n_collapsed == n_all > cand.n > 0
     assert 5000 in want["votes"] and np.bincount(want["rs"]).max() > 1000
+    assert want["diag_hi"].max() == 0xFFFFFFFF  # diagonals equal to the local sort's padding
     got_rs, got_diag = raw[0]
     np.testing.assert_array_equal(got_rs, np.repeat(np.arange(r0, r0 + len(slots)), sizes))
     np.testing.assert_array_equal(got_diag, np.concatenate([np.sort(d) for d in slots]))
+
+
+def test_slot_sort_by_group_on_devices_with_their_own_memory(device):
+    """The work-group slot sort is the choice of devices with their own memory (GPUs) only, in a group size
+    that the kernel allows; CPU devices keep one work-item per slot."""
+    cpu, gpu = Device(host_memory=True), Device(host_memory=False)
+    knl = {d: filtration.filter_kernels(d, 11, layout.S_STRIDE, "uint", 0, 0) for d in (cpu, gpu)}
+    assert filtration.slot_sort_group(cpu, knl[cpu]) is None
+    group = filtration.slot_sort_group(gpu, knl[gpu])
+    assert group is not None and group & (group - 1) == 0 and group <= min(filtration.SORT_GROUP, gpu.max_work_group)
 
 
 @pytest.fixture(scope="session")
@@ -696,6 +718,49 @@ def test_read_strands_with_10e5_hits(device, repeat_slots, min_votes, fold, scat
     if m is not None:
         assert (m > 0).sum() > 50 and len(want["rs"]) > len(apply_threshold(collapse(p["rs"], p["diag"], 8),
                                                                              p["offsets"], table)["rs"])
+
+
+def on_device(dev, p, fold=None):
+    """The read buffer, q-group index and resident reference of fixture ``p`` built on ``dev``."""
+    rb = ReadBuffer(dev, p["codes"], p["offsets"])
+    qi = QGroupIndex(dev, rb, p["q"]) if fold is None else QGroupIndex(dev, rb, p["q"], fold=fold)
+    return rb, qi, ResidentReference(dev, *table_args(p["ref"], p["q"], p["step"]))
+
+
+@pytest.mark.parametrize("max_hits", [None, 5000])  # one range of read strands; several
+def test_gpu_slot_sort_gives_identical_candidates_on_planted_reads(planted, max_hits):
+    """A device with its own memory sorts each slot by a work-group in local memory (sort_slots_local); run
+    that path on the CPU device: the raw hits and candidates equal the brute force's."""
+    p = planted
+    gpu = Device(host_memory=False)
+    rb, qi, res = on_device(gpu, p)
+    cand = filter_reference(gpu, res, qi, rb, collapse_gap=8, min_votes=1, keep_raw=True,
+                            max_hits_per_pass=max_hits)
+    assert cand.n_ranges == 1 if max_hits is None else cand.n_ranges > 5
+    np.testing.assert_array_equal(cand.raw["rs"], p["rs"])
+    np.testing.assert_array_equal(cand.raw["diag"], p["diag"])
+    assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
+
+
+@pytest.mark.parametrize("min_votes", [1, "auto"])
+def test_gpu_slot_sort_of_read_strands_larger_than_local_memory(repeat_slots, min_votes):
+    """The work-group slot sort where read strands have more hits than one local block (sorted in blocks,
+    then merged), next to small and empty slots, in one range and in windows below a read strand's hits."""
+    p = repeat_slots
+    per_strand = np.bincount(p["rs"], minlength=p["rb"].n_rs)
+    assert (per_strand > 4 * filtration.SORT_LOCAL).sum() >= 4
+    assert ((per_strand > 0) & (per_strand <= filtration.SORT_LOCAL)).sum() >= 20 and (per_strand == 0).sum() >= 4
+    gpu = Device(host_memory=False)
+    rb, qi, res = on_device(gpu, p)
+    table = min_votes_table(min_votes, p["q"], p["step"])
+    want = apply_threshold(collapse(p["rs"], p["diag"], 8), p["offsets"], table)
+    cand = filter_reference(gpu, res, qi, rb, min_votes=min_votes, keep_raw=True)
+    np.testing.assert_array_equal(cand.raw["rs"], p["rs"])
+    np.testing.assert_array_equal(cand.raw["diag"], p["diag"])
+    assert_candidates_equal(cand.to_host(), want)
+    cand = filter_reference(gpu, res, qi, rb, min_votes=min_votes, max_hits_per_pass=int(per_strand.max()) // 3)
+    assert cand.n_windows > cand.n_ranges > 1
+    assert_candidates_equal(cand.to_host(), want)
 
 
 # ---------------------------------------------------------------- votes threshold

@@ -239,4 +239,8 @@ def test_wrapper_variants_under_oclgrind_equal_the_default_device(oclgrind_run, 
     for name in sorted(want):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
     assert len(want["masked.rs"]) > 0 and len(want["windows.rs"]) > 0 and len(want["wide.rs"]) > 0
+    # the work-group slot sort, with slots beyond its local block, finds the per-position variant's candidates
+    assert want["group_sort.votes"].max() > driver.GROUP_SORT_LOCAL
+    for field in ("rs", "diag_lo", "diag_hi", "votes"):
+        np.testing.assert_array_equal(want[f"group_sort.{field}"], want[f"per_position.{field}"], err_msg=field)
     assert (want["align_item.pos"] >= 0).sum() >= 8

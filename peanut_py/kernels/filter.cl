@@ -4,7 +4,7 @@
 // Defines: Q, S_STRIDE, FOLD (as for qgroup.cl), STARTS_T (uint or ulong: type of the q-gram table's bucket
 // starts), SUFFIX_BITS (2Q minus the bucket table's bits: the bits of a q-gram value below its bucket),
 // EMIT_BLOCK (hits per work-item of the emit pass), SORT_BLOCK (slot entries sorted by insertion before
-// merging).
+// merging), SORT_LOCAL (a power of two: slot entries that sort_slots_local sorts in local memory at once).
 // The reference's q-gram table (docs/FORMAT.md) is P, the indexed positions sorted by (q-gram value,
 // position), and a bucket table: bucket b holds positions[buckets[b] .. buckets[b + 1]), those whose q-gram
 // value has the top bits b.  The value of a position is read from the packed sequence (qgram_at).
@@ -28,6 +28,9 @@
 #endif
 #ifndef SUFFIX_BITS
 #define SUFFIX_BITS 0
+#endif
+#ifndef SORT_LOCAL
+#define SORT_LOCAL 4096
 #endif
 
 // q-gram value (first base in the highest bits) of the Q bases at global position p of the packed sequence
@@ -386,6 +389,25 @@ __kernel void count_masked(__global const uint *masked, const uint n_masked, __g
 #define THRESHOLD_ARGS __global const uint *rs_start, const uint r0, __global const uint *min_votes, \
                        __global const uint *masked_per_rs, const uint use_masked, const uint gap
 
+// Clusters of the sorted diagonals d[0 .. n) (collapse rule above): all of them, and those with at least
+// need votes.  The same loop reads a slot in global or in local memory (OpenCL C 1.2 has no generic address
+// space).
+#define COUNT_CLUSTERS(NAME, SPACE)                                                                          \
+    inline void NAME(SPACE const uint *d, uint n, uint gap, uint need, uint *kept, uint *all)              \
+    {                                                                                                        \
+        uint k = 0, a = 0, c0 = 0;                                                                           \
+        for (uint i = 1; i <= n; ++i) {                                                                      \
+            if (i < n && d[i] - d[i - 1] <= gap) continue;                                                   \
+            ++a;                                                                                             \
+            k += i - c0 >= need;                                                                             \
+            c0 = i;                                                                                          \
+        }                                                                                                    \
+        *kept = k;                                                                                           \
+        *all = a;                                                                                            \
+    }
+COUNT_CLUSTERS(count_clusters_global, __global)
+COUNT_CLUSTERS(count_clusters_local, __local)
+
 // One work-item per slot (read strand r0 + s): sort its diagonals, then count its clusters (n_all) and
 // those that pass the votes threshold (n_kept).  Slot s is diags[slot_start[s] .. slot_start[s + 1]).
 __kernel void sort_slots(__global uint *diags, __global uint *scratch, __global const uint *slot_start,
@@ -397,15 +419,91 @@ __kernel void sort_slots(__global uint *diags, __global uint *scratch, __global 
     __global uint *d = diags + lo;
     sort_slot(d, scratch + lo, n);
     uint need = slot_threshold(rs_start, min_votes, masked_per_rs, use_masked, r0 + s);
-    uint kept = 0, all = 0, c0 = 0;
-    for (uint i = 1; i <= n; ++i) {
-        if (i < n && d[i] - d[i - 1] <= gap) continue;
-        ++all;
-        kept += i - c0 >= need;
-        c0 = i;
-    }
+    uint kept, all;
+    count_clusters_global(d, n, gap, need, &kept, &all);
     n_kept[s] = kept;
     n_all[s] = all;
+}
+
+// Sorts buf[0 .. m) ascending, m a power of two, by the work-group: a bitonic network, every step's m / 2
+// compare-exchanges spread over the group's work-items.  Every work-item of the group calls it with the
+// same m, so its barriers are reached by all of them.
+inline void bitonic_sort_local(__local uint *buf, uint m)
+{
+    uint lid = get_local_id(0), size = get_local_size(0);
+    for (uint k = 2; k <= m; k <<= 1) {
+        for (uint j = k >> 1; j > 0; j >>= 1) {
+            for (uint i = lid; i < m >> 1; i += size) {
+                uint x = ((i & ~(j - 1)) << 1) | (i & (j - 1)), y = x + j;  // the pair's entries
+                uint a = buf[x], b = buf[y];
+                uint lo = min(a, b), hi = max(a, b);
+                bool ascending = (x & k) == 0;  // the last merge (k = m) is ascending throughout
+                buf[x] = ascending ? lo : hi;
+                buf[y] = ascending ? hi : lo;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
+}
+
+// Smallest power of two >= n (1 for n <= 1).
+inline uint ceil_pow2(uint n)
+{
+    uint m = 1;
+    while (m < n) m <<= 1;
+    return m;
+}
+
+// Sorts d[0 .. n), n <= SORT_LOCAL, by the work-group in local memory (buf): loaded coalesced, padded to a
+// power of two with 0xFFFFFFFF (which sorts last, so d gets its own entries back), sorted and written back.
+// Leaves the sorted entries in buf[0 .. n) as well.
+inline void sort_block_local(__global uint *d, uint n, __local uint *buf)
+{
+    uint lid = get_local_id(0), size = get_local_size(0), m = ceil_pow2(n);
+    for (uint i = lid; i < m; i += size) buf[i] = i < n ? d[i] : 0xFFFFFFFFu;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    bitonic_sort_local(buf, m);
+    for (uint i = lid; i < n; i += size) d[i] = buf[i];
+}
+
+// sort_slots with one work-group per slot (global size n_slots times the local size), for devices with
+// their own memory: there one work-item per slot walks far-apart slots in global memory, nothing coalesces,
+// and the largest slots keep their work-items busy long after the others.  A slot of up to SORT_LOCAL
+// entries is sorted in local memory by the whole group and counted there by work-item 0.  A larger one is
+// sorted in blocks of SORT_LOCAL entries the same way, then work-item 0 finishes it with sort_slot, whose
+// insertion pass then only looks at every entry once and whose merge passes join the sorted blocks.
+// Results equal sort_slots' (equal diagonals are indistinguishable).
+__kernel void sort_slots_local(__global uint *diags, __global uint *scratch, __global const uint *slot_start,
+                               const uint n_slots, THRESHOLD_ARGS, __global uint *n_kept, __global uint *n_all)
+{
+    __local uint buf[SORT_LOCAL];
+    uint s = get_group_id(0), lid = get_local_id(0);
+    if (s >= n_slots) return;  // never so when launched as above; the whole group leaves
+    uint lo = slot_start[s], n = slot_start[s + 1] - lo;  // the same for the whole group
+    __global uint *d = diags + lo;
+    uint kept = 0, all = 0;
+    if (n <= SORT_LOCAL) {
+        sort_block_local(d, n, buf);
+        if (lid == 0) {
+            uint need = slot_threshold(rs_start, min_votes, masked_per_rs, use_masked, r0 + s);
+            count_clusters_local(buf, n, gap, need, &kept, &all);
+        }
+    } else {
+        for (uint b = 0; b < n; b += SORT_LOCAL) {
+            sort_block_local(d + b, min((uint)SORT_LOCAL, n - b), buf);
+            barrier(CLK_LOCAL_MEM_FENCE);  // buf is read by the write-back before the next block loads
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);  // work-item 0 reads the blocks that the others wrote
+        if (lid == 0) {
+            sort_slot(d, scratch + lo, n);
+            uint need = slot_threshold(rs_start, min_votes, masked_per_rs, use_masked, r0 + s);
+            count_clusters_global(d, n, gap, need, &kept, &all);
+        }
+    }
+    if (lid == 0) {
+        n_kept[s] = kept;
+        n_all[s] = all;
+    }
 }
 
 // Writes the kept clusters of every sorted slot from cand_start[s] (exclusive prefix sum of n_kept):
