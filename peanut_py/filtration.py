@@ -470,18 +470,20 @@ class _Filtration:
         valid when the total fits a window) and the counting passes of a resident table (or of a streamed table
         of one chunk), which the emit pass reuses; None where they were not kept."""
         rs_hits = self.device.zeros(r1 - r0 + 1, np.uint32)
-        total, passes = 0, []
+        total, passes, n_chunks = 0, [], 0
         # the passes over a resident (or gathered) table are kept for the emit pass; a streamed chunk's only
-        # if it is alone
+        # while it is the only one (the next chunk overwrites its buffers)
         keep = not self.resident.streamed or self.gathered is not None
         for chunk in self._chunks():
             self.step("upload")
             p = self._count(chunk, r0, r1, rs_hits)
             total += p.n_hits
-            if passes and not keep:
-                passes[0] = None
-            passes.append(p if keep or not passes else None)
-        return total, rs_hits, passes if None not in passes else None
+            n_chunks += 1
+            if keep or n_chunks == 1:
+                passes.append(p)
+            else:
+                passes = []
+        return total, rs_hits, passes if keep or n_chunks <= 1 else None
 
     def _passes(self, r0, r1, counted):
         """The counting pass of every chunk of the table, reusing the kept passes (``counted``)."""

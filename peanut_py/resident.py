@@ -149,7 +149,7 @@ class ResidentReference:
         self.contig_ends = _upload(device, ends, np.uint32)
 
         # The q-gram table: host arrays (NumPy) whose slices go to the device.
-        self._buckets_host, self._positions_host = buckets, positions
+        self._buckets_host = buckets
         self.n_positions = int(buckets[self.n_buckets])
         needed = device_starts_dtype(self.n_positions)
         if starts_dtype is None:
@@ -190,7 +190,7 @@ class ResidentReference:
             self.starts_dtype = np.uint32
             for b0, b1 in zip(bounds[:-1], bounds[1:]):
                 p0, p1 = int(buckets[b0]), int(buckets[b1])
-                starts = _upload(device, np.asarray(buckets[b0 : b1 + 1], dtype=np.int64) - p0, np.uint32)
+                starts = _upload(device, rebased_starts(buckets, b0, b1), np.uint32)
                 self.parts.append(QGramChunk(starts, _upload(device, positions[p0:p1], np.uint32), 0, b1 - b0,
                                              b0, p1 - p0))
         self.device_bytes = sum(a.nbytes for a in (self.packed, self.ambiguous, self.contig_offsets, self.contig_ends))
@@ -261,7 +261,7 @@ class ResidentReference:
             begin = np.arange(len(bounds) - 1, dtype=np.int64) + bounds[:-1]
             starts = np.empty(self.n_buckets + len(bounds) - 1, np.uint32)
             for i, (b0, b1) in enumerate(zip(bounds[:-1], bounds[1:])):
-                starts[begin[i] : begin[i] + b1 - b0 + 1] = np.asarray(host[b0 : b1 + 1], np.int64) - int(host[b0])
+                starts[begin[i] : begin[i] + b1 - b0 + 1] = rebased_starts(host, b0, b1)
             layout = self._stream_layouts[max_buckets] = (bounds, _HostArray(self.device, starts, np.uint32), begin)
         return layout
 
@@ -287,6 +287,12 @@ class ResidentReference:
             starts.copy_to(queue, d_starts, begin[i], begin[i] + b1 - b0 + 1)
             self._host_table.copy_to(queue, d_pos, p0, p1)
             yield QGramChunk(d_starts, d_pos, 0, b1 - b0, b0, p1 - p0)
+
+
+def rebased_starts(starts, b0, b1):
+    """The starts of buckets b0 .. b1 (b1 closing) of the bucket table ``starts``, counted from the first
+    bucket's: what a part or chunk of the table holding only those buckets' positions indexes them by."""
+    return np.asarray(starts[b0 : b1 + 1], dtype=np.int64) - int(starts[b0])
 
 
 def chunk_bounds(starts, max_positions, max_buckets, whole_buckets=False):
