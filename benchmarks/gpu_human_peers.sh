@@ -11,30 +11,10 @@
 set -u
 HS=/tmp/hs
 READS=${READS:-1000000}
-# measure NAME CMD...: wall clock and peak RSS of CMD (stdout to NAME.out, stderr to NAME.err)
-measure() {
-  local name=$1; shift
-  python3 - "$name" "$@" <<'PY'
-import os, subprocess, sys, time
-name, cmd = sys.argv[1], sys.argv[2:]
-t0 = time.perf_counter()
-with open(f"{name}.out", "wb") as out, open(f"{name}.err", "wb") as err:
-    p = subprocess.Popen(cmd, stdout=out, stderr=err)
-    _, status, usage = os.wait4(p.pid, 0)
-print(f"{name:<18} rc={os.waitstatus_to_exitcode(status)} wall={time.perf_counter() - t0:.2f} s "
-      f"peak RSS {usage.ru_maxrss / 1024:,.0f} MB CPU {usage.ru_utime + usage.ru_stime:.0f} s", flush=True)
-PY
-}
-# score SAM: placement accuracy against mason's truth (benchmarks/scoring.py)
-score() {
-  PYTHONPATH=$R python3 -c "
-import sys
-from benchmarks import scoring
-t = scoring.load_truth('$HS/truth.sam')
-s = scoring.score_sam(sys.argv[1], t)
-print(f\"  {sys.argv[1]}: {s['correct']:,} of {s['n_truth']:,} correct ({100 * s['frac_correct']:.3f} %), \"
-      f\"wrong at MAPQ >= 20: {s['wrong_at'].get('20')}, missing {s['missing']}\")" "$1"
-}
+# measure NAME CMD...: wall clock, peak RSS and GPU memory of CMD (stdout to NAME.out, stderr to NAME.err);
+# score SAM: placement accuracy against mason's truth (both benchmarks/measure.py)
+measure() { python3 $R/benchmarks/measure.py "$@"; }
+score() { python3 $R/benchmarks/measure.py --score $HS/truth.sam "$1"; }
 source .device/env.sh > /dev/null
 R=$PWD; T0=$(date +%s)
 mkdir -p $HS; cd $HS
@@ -52,8 +32,8 @@ start)
   # the genome is written first; its log line comes once the FASTA is complete
   while ! grep -q "genome:" prepare.out 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 120 ]; do sleep 2; done
   echo "genome ready at $(( $(date +%s) - T0 )) s: $(grep '^genome:' prepare.out)"
-  ( setsid nohup bash -c "$(declare -f measure); cd $HS; measure mm2_index minimap2-2.30 -x sr -d human_scale.mmi human_scale.fa > mm2_index.time" < /dev/null > /dev/null 2>&1 & )
-  ( setsid nohup bash -c "$(declare -f measure); cd $HS; mkdir -p mb; ln -sf $HS/human_scale.fa mb/human_scale.fa; measure mb_index minibwa index -t 8 mb/human_scale.fa > mb_index.time" < /dev/null > /dev/null 2>&1 & )
+  ( setsid nohup bash -c "cd $HS; python3 $R/benchmarks/measure.py mm2_index minimap2-2.30 -x sr -d human_scale.mmi human_scale.fa > mm2_index.time" < /dev/null > /dev/null 2>&1 & )
+  ( setsid nohup bash -c "cd $HS; mkdir -p mb; ln -sf $HS/human_scale.fa mb/human_scale.fa; python3 $R/benchmarks/measure.py mb_index minibwa index -t 8 mb/human_scale.fa > mb_index.time" < /dev/null > /dev/null 2>&1 & )
   while [ $(( $(date +%s) - T0 )) -lt 560 ] && [ ! -e prepare.json ]; do sleep 10; done
   cat prepare.out | cut -c1-250; cat mm2_index.time mb_index.time 2>/dev/null
   echo "running: $(pgrep -fa 'human_scale.py prepare|minimap2-2.30|minibwa index' | cut -c1-80 | tr '\n' ';')"

@@ -39,6 +39,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from benchmarks import simulate  # noqa: E402
+from benchmarks.measure import run_measured  # noqa: E402
 from benchmarks.index_build import GRCH37_MBP, write_contig, write_synthetic_contigs  # noqa: E402
 
 CHR20_INDEX = 19  # GRCH37_MBP is chr1..chr22, X, Y
@@ -119,15 +120,6 @@ def write_genome(path, chr20_fasta, kind="random", scale=1.0, seed=1):
 
 def log(msg):
     print(msg, flush=True)
-
-
-def run_measured(cmd, stdout=None, stderr=None):
-    """(returncode, wall s, peak RSS MB, CPU s) of one process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, time.perf_counter() - t0, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def peanut_cmd(*args):

@@ -266,3 +266,30 @@ def test_mason_truth_is_in_reference_coordinates(tmp_path):
         total_mm += mm
         total_nm += nm[key]
     assert total_nm < 0.05 * 100 * len(truth)  # Illumina errors + 1 % SNPs, not a random placement
+
+
+def test_measure_script_reports_the_process_and_the_gpu_memory(tmp_path, monkeypatch):
+    """benchmarks/measure.py: exit status, output files and the GPU memory in use (a stand-in nvidia-smi on
+    PATH that reports two GPUs); without nvidia-smi no GPU figure; --score on hand-made SAMs."""
+    import subprocess
+
+    script = os.path.join(ROOT, "benchmarks", "measure.py")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 1200\necho 34\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    cmd = [sys.executable, script, "job", sys.executable, "-c",
+           "import sys, time; time.sleep(0.3); print('out'); print('err', file=sys.stderr); sys.exit(3)"]
+    env = dict(os.environ, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
+    line = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
+    assert line.startswith("job") and "rc=3" in line and "GPU peak 1,234 MiB" in line
+    assert (tmp_path / "job.out").read_text() == "out\n" and (tmp_path / "job.err").read_text() == "err\n"
+    bare = dict(os.environ, PATH=os.path.dirname(sys.executable))
+    line = subprocess.run(cmd, cwd=tmp_path, env=bare, capture_output=True, text=True, check=True).stdout
+    assert "rc=3" in line and "GPU" not in line
+    truth = sam(tmp_path / "truth.sam", TRUTH[:4])
+    mapped = sam(tmp_path / "m.sam", [("r1", 0, "1", 100, 60, "20M"), ("r2", 16, "1", 200, 60, "20M"),
+                                      ("r3", 0, "2", 300, 60, "20M"), ("r4", 4, "*", 0, 0, "*")])
+    line = subprocess.run([sys.executable, script, "--score", truth, mapped], capture_output=True, text=True,
+                          check=True).stdout
+    assert "2 of 4 correct (50.000 %)" in line and "wrong at MAPQ >= 20: 1" in line

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""One process measured, for the GPU host's scripts (benchmarks/gpu_*.sh):
+
+    python3 benchmarks/measure.py NAME CMD...         # stdout to NAME.out, stderr to NAME.err
+    python3 benchmarks/measure.py --score TRUTH SAM    # placement accuracy against mason's truth SAM
+
+The first prints one line: exit status, wall clock, peak RSS and CPU time (``os.wait4``), and where
+``nvidia-smi`` exists the most GPU memory in use while the command ran (sampled every 100 ms: the whole GPU's,
+so run one tool at a time).  The second prints the fraction of reads placed within 20 bp of the truth and the
+wrong reads at MAPQ >= 20 (benchmarks/scoring.py).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+GPU_SAMPLE_S = 0.1
+
+
+def run_measured(cmd, stdout=None, stderr=None):
+    """(returncode, wall s, peak RSS MB, CPU s) of one process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, time.perf_counter() - t0, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+
+
+class GpuMemory:
+    """The most memory in use on the GPU(s) (MiB, summed over GPUs) while the context is open, by nvidia-smi;
+    ``peak`` stays None without nvidia-smi."""
+
+    def __init__(self):
+        self.peak = None
+        self._smi = shutil.which("nvidia-smi")
+        self._stop = threading.Event()
+
+    def _sample(self):
+        while not self._stop.is_set():
+            out = subprocess.run([self._smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True)
+            try:
+                used = sum(int(x) for x in out.stdout.split())
+            except ValueError:
+                used = None
+            if used is not None:
+                self.peak = used if self.peak is None else max(self.peak, used)
+            self._stop.wait(GPU_SAMPLE_S)
+
+    def __enter__(self):
+        if self._smi:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._smi:
+            self._thread.join()
+
+
+def measure(name, cmd):
+    with open(f"{name}.out", "wb") as out, open(f"{name}.err", "wb") as err, GpuMemory() as gpu:
+        rc, wall, rss, cpu = run_measured(cmd, stdout=out, stderr=err)
+    line = f"{name:<22} rc={rc} wall={wall:.2f} s peak RSS {rss:,.0f} MB CPU {cpu:.0f} s"
+    return line + (f" GPU peak {gpu.peak:,} MiB" if gpu.peak is not None else "")
+
+
+def score(truth_path, sam_path):
+    from benchmarks import scoring
+
+    s = scoring.score_sam(sam_path, scoring.load_truth(truth_path))
+    return (f"  {sam_path}: {s['correct']:,} of {s['n_truth']:,} correct ({100 * s['frac_correct']:.3f} %), "
+            f"wrong at MAPQ >= 20: {s['wrong_at'].get('20')}, missing {s['missing']}")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 3 and argv[0] == "--score":
+        print(score(argv[1], argv[2]), flush=True)
+    elif len(argv) >= 2 and not argv[0].startswith("-"):
+        print(measure(argv[0], argv[1:]), flush=True)
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
