@@ -232,6 +232,10 @@ def run_buffer(device, resident, codes, offsets, min_identity=0.8, min_votes=Non
         "ranges": int(cand.n_ranges),
         "chunks": int(cand.n_chunks),
         "windows": int(cand.n_windows),
+        # (getattr: the script also times older peanut-py versions, before these counts)
+        "packed_chunks": int(getattr(cand, "n_packed", 0)),
+        "gathered_chunks": int(getattr(cand, "n_gathered_chunks", 0)),
+        "gathered_mb": getattr(cand, "gathered_bytes", 0) / 1e6,
         "distinct_qgrams": int(index.n_distinct),
         "occurrences": int(index.n_occurrences),
     }
@@ -265,6 +269,10 @@ def table(runs):
         f"| {c['reads']:,} reads | {c['raw_hits_per_read']:.1f} | {c['collapsed_per_read']:.1f} | "
         f"{c['candidates_per_read']:.1f} | {c.get('validated_candidates_per_read', c['candidates_per_read']):.1f} | "
         f"{c['validated_per_read']:.2f} | {reads_per_s:,.0f} |",
+        "",
+        f"raw hits {c['raw_hits']:,} in {c['ranges']} range(s) of read strands, {c['chunks']} chunk pass(es)"
+        + (f"; streamed table: {c['packed_chunks']} chunks packed ({c['gathered_mb']:,.0f} MB), passes over "
+           f"{c['gathered_chunks']}" if c.get("packed_chunks") else ""),
     ]
     return "\n".join(lines)
 

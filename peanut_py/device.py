@@ -230,6 +230,33 @@ def open_devices(spec=None, memory_cap=None):
     return [Device(memory_cap=memory_cap, choice=c) for c in chosen]
 
 
+class CappedPool:
+    """A memory pool held to a device's capped memory: an allocation that would take the pool's blocks in
+    use beyond ``cap`` bytes fails as an exhausted device's does (pyopencl.MemoryError, which the device
+    stage answers by splitting the batch), after the pool's idle blocks are given back where they and the
+    new block would exceed it.  So a run with ``--memory-cap`` allocates what a card of that size holds, not
+    what the larger card it runs on lends it."""
+
+    def __init__(self, pool, cap):
+        self._pool, self.cap = pool, int(cap)
+
+    def __call__(self, nbytes):
+        import pyopencl as cl
+
+        pool = self._pool
+        size = pool.alloc_size(pool.bin_number(max(int(nbytes), 1)))
+        if pool.active_bytes + size > self.cap:
+            raise cl.MemoryError("clCreateBuffer", -4, f"out of device memory (capped at {self.cap:,} bytes)")
+        if pool.managed_bytes + size > self.cap:
+            pool.free_held()
+        return pool.allocate(nbytes)
+
+    allocate = __call__
+
+    def __getattr__(self, name):  # active_bytes, held_blocks, free_held, ... of the pool
+        return getattr(self._pool, name)
+
+
 class Device:
     """One OpenCL device with its context, in-order queue, memory pool and program cache.
 
@@ -237,7 +264,8 @@ class Device:
     contexts.
     """
 
-    def __init__(self, spec=None, memory_cap=None, kernel_dir=None, *, host_memory=None, choice=None):
+    def __init__(self, spec=None, memory_cap=None, kernel_dir=None, *, host_memory=None, choice=None,
+                 hold_to_cap=True):
         cl = _cl()
         import pyopencl.tools
 
@@ -262,6 +290,11 @@ class Device:
         # allocation keeps the device's share of its memory (a quarter on NVIDIA's GPUs).
         self.global_mem = min(self.info.global_mem, memory_cap) if memory_cap else self.info.global_mem
         self.max_alloc = min(self.info.max_alloc, self.global_mem * self.info.max_alloc // self.info.global_mem)
+        # The pool is held to the cap (CappedPool) unless ``hold_to_cap`` is False: the cap then only sizes
+        # the plans (tests at toy sizes, where pyopencl's scan temporaries and the pool's size classes
+        # outweigh the planned shares of a few hundred KiB).
+        if memory_cap and memory_cap < self.info.global_mem and hold_to_cap:
+            self.pool = CappedPool(self.pool, self.global_mem)
         # Where ``program`` finds ``<name>.cl`` (the package's kernels unless a caller brings its own).
         self.kernel_dir = pathlib.Path(kernel_dir) if kernel_dir is not None else KERNEL_DIR
 

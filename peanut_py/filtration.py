@@ -38,6 +38,9 @@ HIT_SHARE = 0.5  # of the memory left free by the reference, the read buffer and
 # Of that free memory, the most that the packed positions of a streamed table's present kmers may take
 # (_Filtration._gather); beyond it the table is streamed again for every pass.
 GATHER_SHARE = 0.5
+# Of that free memory, the most that joining the packed chunks into one may take for a moment (the packed
+# chunks and their joined copy): it happens before the filtration allocates anything else.
+JOIN_SHARE = 1.0
 # CPU devices count the slot sizes by per-position writes summed per read strand instead of atomics (the
 # GPU's way; kernels/filter.cl, count_hits).
 CPU_SCATTER_COUNTS = True
@@ -197,6 +200,8 @@ class Candidates:
         self.raw = None
         self.masked_per_rs = None
         self.gathered = False  # a streamed table's present positions packed once (_Filtration._gather)
+        # its streamed chunks packed, their device bytes and the chunks the passes ran over (one, joined)
+        self.n_packed = self.gathered_bytes = self.n_gathered_chunks = 0
 
     @property
     def raw_hits(self):
@@ -294,10 +299,12 @@ class _Filtration:
         self.raw_parts = []
         self.n_raw = self.n_collapsed = self.n_chunks = self.n_windows = self.n_ranges = 0
         used = resident.device_bytes + qi.device_bytes + rb.device_bytes
-        self.gathered = None
+        self.gathered, self.n_packed, self.gathered_bytes = None, 0, 0
         if resident.streamed and not per_position:
-            self.gathered, gathered_bytes = self._gather(GATHER_SHARE * (0.75 * device.global_mem - used))
+            free = 0.75 * device.global_mem - used
+            self.gathered, gathered_bytes = self._gather(GATHER_SHARE * free, JOIN_SHARE * free)
             used += gathered_bytes
+            self.gathered_bytes = gathered_bytes
         self.window = max(1, min(int(max_hits or hit_window(device, used)), MAX_WINDOW))
 
     # ---- the q-gram table's chunks
@@ -308,14 +315,16 @@ class _Filtration:
             return iter(self.gathered)
         return self.resident.qgram_chunks(self.max_buckets)
 
-    def _gather(self, budget):
+    def _gather(self, budget, join_budget):
         """(chunks, bytes): one pass over a streamed table that packs, chunk by chunk, the positions of the
-        kmers the read buffer holds (gather_positions) into device arrays of their own, with the present
-        kmers' lists.  Every counting and emit pass then runs on these instead of streaming the table again:
-        one pass over the bus per read buffer instead of one plus two per range of read strands.  (None, 0),
-        with nothing kept, where they would take more than ``budget`` bytes."""
+        kmers the read buffer holds (gather_positions), then joins the packed chunks into one, with one list
+        of present kmers.  Every counting and emit pass then runs on that instead of streaming the table
+        again: one pass over the bus per read buffer instead of one plus two per range of read strands, and
+        one counting and one emit launch per range instead of one per chunk.  The packed chunks stay apart
+        where joining them (twice their bytes for a moment) would exceed ``join_budget``; (None, 0), with
+        nothing kept, where the packed positions alone would exceed ``budget``."""
         device, knl = self.device, self.knl
-        chunks, cache, used = [], {}, 0
+        packed_chunks, present, used = [], [], 0
         for chunk in self.resident.qgram_chunks(self.max_buckets):
             self.step("upload")
             values, ranges, n = self._present(chunk)
@@ -326,7 +335,7 @@ class _Filtration:
             self.tools["hit_offsets"](sizes, starts, self.total, size=n, queue=device.queue)
             n_packed = int(self.total.get()[0])
             used += 4 * n_packed + 12 * n
-            if used > budget or n_packed >= 1 << 32:
+            if used > budget or sum(c.n_positions for c in packed_chunks) + n_packed >= 1 << 32:
                 self.step("gather")
                 return None, 0
             packed = device.empty(max(1, n_packed), np.uint32)
@@ -334,12 +343,37 @@ class _Filtration:
                           packed.data)
             del sizes, starts
             # the chunk's buckets are overwritten by the next chunk: the packed chunk needs only its list
-            packed_chunk = chunk._replace(buckets=None, positions=packed, n_positions=n_packed)
-            cache[(chunk.first_bucket, chunk.n_buckets)] = (values[:n].copy(), ranges[: 2 * n].copy(), n)
-            chunks.append(packed_chunk)
+            packed_chunks.append(chunk._replace(buckets=None, positions=packed, n_positions=n_packed))
+            present.append((values[:n].copy(), ranges[: 2 * n].copy(), n))  # the lists' room is released
             self.step("gather")
-        self._present_cache.update(cache)
-        return chunks, used
+        self.n_packed = len(packed_chunks)
+        if len(packed_chunks) < 2 or 2 * used > join_budget:
+            for chunk, listed in zip(packed_chunks, present):
+                self._present_cache[(chunk.first_bucket, chunk.n_buckets)] = listed
+            return packed_chunks, used
+        whole = self._join(packed_chunks, present)
+        self.step("gather")
+        return [whole], used
+
+    def _join(self, chunks, present):
+        """One chunk of the packed positions of ``chunks`` one after the other, whose present kmers (cached
+        for it) are theirs with the ranges moved by each chunk's offset.  Bucket fields are those of the
+        whole table: no pass over a packed chunk reads its buckets."""
+        import pyopencl.array as cla
+
+        queue, pool = self.device.queue, self.device.pool
+        positions = cla.concatenate([c.positions[: c.n_positions] for c in chunks], queue=queue, allocator=pool)
+        values = cla.concatenate([v for v, _, _ in present], queue=queue, allocator=pool)
+        offset, moved = 0, []
+        for c, (_, r, _) in zip(chunks, present):
+            moved.append(r + r.dtype.type(offset) if offset else r)
+            offset += c.n_positions
+        ranges = cla.concatenate(moved, queue=queue, allocator=pool)
+        n = sum(k for _, _, k in present)
+        n_buckets = self.resident.n_buckets
+        self._present_cache[(0, n_buckets)] = (values, ranges, n)
+        return chunks[0]._replace(buckets=None, positions=positions, b_base=0, n_buckets=n_buckets, first_bucket=0,
+                                  n_positions=sum(c.n_positions for c in chunks))
 
     # ---- one chunk of the q-gram table
     def _present(self, chunk):
@@ -589,6 +623,8 @@ class _Filtration:
         result.n_raw_hits, result.n_chunks, result.n_windows = self.n_raw, self.n_chunks, self.n_windows
         result.n_ranges, result.n_collapsed = self.n_ranges, self.n_collapsed
         result.gathered = self.gathered is not None
+        result.n_packed, result.gathered_bytes = self.n_packed, self.gathered_bytes
+        result.n_gathered_chunks = len(self.gathered) if self.gathered is not None else 0
         result.timings = self.step.times
         result.masked_per_rs = self.masked_per_rs
         if self.keep_raw:

@@ -27,8 +27,11 @@ CHUNK_SHARE = 0.125
 # Buckets per chunk of the table at most, unless a caller asks for fewer (filtration's default): bucket counts
 # are 32-bit kernel arguments.
 MAX_CHUNK_BUCKETS = (1 << 31) - 1
-# Threads that fill the page-locked copy of a streamed table (NumPy copies without the GIL).
-FILL_THREADS = 8
+# Page-locked staging of a streamed table (_HostArray): buffers, bytes each, and the threads that copy a
+# piece of the table into one (NumPy copies without the interpreter lock).
+STAGES = 4
+STAGE_BYTES = 64 << 20
+COPY_THREADS = 8
 # Bytes of the reference copied to a GPU per call: large enough that the calls cost nothing next to the copy,
 # small enough that a block's host pages (released after its copy) are a small share of a run's memory.
 UPLOAD_BLOCK = 64 << 20
@@ -195,6 +198,8 @@ class ResidentReference:
                                              b0, p1 - p0))
         self.device_bytes = sum(a.nbytes for a in (self.packed, self.ambiguous, self.contig_offsets, self.contig_ends))
         self.device_bytes += sum(p.buckets.nbytes + p.positions.nbytes for p in self.parts)
+        if self.streamed:
+            self.device_bytes += sum(h.device_bytes for h in self._host_arrays())
 
     @classmethod
     def from_index(cls, device, reference_index, **kwargs):
@@ -250,6 +255,10 @@ class ResidentReference:
                                         first_bucket=part.first_bucket + b)
             return
         yield from self._streamed_chunks(max_buckets)
+
+    def _host_arrays(self):
+        """The host arrays a streamed table is copied from: its positions and each layout's bucket starts."""
+        return [self._host_table] + [layout[1] for layout in self._stream_layouts.values()]
 
     def _stream_layout(self, max_buckets):
         """(bucket bounds of the streamed chunks, their rebased starts one after the other in host memory the
@@ -318,54 +327,85 @@ def chunk_bounds(starts, max_positions, max_buckets, whole_buckets=False):
 
 
 class _HostArray:
-    """A host array the device copies slices of, in page-locked memory where the device has its own memory.
+    """A host array the device copies slices of, through page-locked staging buffers where the device has its
+    own memory.
 
-    Copies from pageable memory go through the driver's staging buffer at a fraction of the bus speed; a
-    streamed table crosses the bus twice per read buffer, so it lives in ``CL_MEM_ALLOC_HOST_PTR`` buffers
-    mapped once (pinned by the driver), in segments of at most the device's largest allocation.  A CPU
-    device reads host memory anyway: there the array is kept as it is.
+    Copies from pageable memory go through the driver's own staging at a fraction of the bus speed, and a
+    streamed table crosses the bus once per read buffer.  Page-locking the whole table would cost its size in
+    device memory too on NVIDIA's driver, which backs every ``CL_MEM_ALLOC_HOST_PTR`` buffer with device
+    memory of the same size (a 6 GB table on an 8 GB card), and seconds of start-up to pin it.  So the array
+    stays where it is (mapped from the index) and each slice goes through STAGES page-locked buffers of
+    STAGE_BYTES: threads copy a piece into a free buffer while the device copies the previous pieces from
+    the others.  A CPU device reads host memory anyway: there the array is copied from directly.
     """
 
-    def __init__(self, device, array, dtype):
+    def __init__(self, device, array, dtype, stage_bytes=None):
+        self.dtype = np.dtype(dtype)
+        self.array = np.ascontiguousarray(array, dtype=self.dtype)  # no copy of a mapped table of this type
+        self._stages, self._events, self._next = [], [], 0
+        if device.host_memory or len(array) == 0:
+            return
         import pyopencl as cl
 
-        self.dtype = np.dtype(dtype)
-        self.segments = []  # (first element, host array)
-        if device.host_memory or len(array) == 0:
-            self.segments.append((0, np.ascontiguousarray(array, dtype=self.dtype)))
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        seg = max(1, device.max_alloc // self.dtype.itemsize)
-        step = max(1, UPLOAD_BLOCK // self.dtype.itemsize)
-        self._buffers = []
-
-        def fill(mapped, lo, b):
-            block = array[lo + b : lo + min(len(mapped), b + step)]
-            mapped[b : b + len(block)] = block
-            release_pages(block)
-
+        stage = max(1, int(stage_bytes or STAGE_BYTES) // self.dtype.itemsize)
+        stage = min(stage, len(self.array), max(1, device.max_alloc // self.dtype.itemsize))
         try:
-            with ThreadPoolExecutor(FILL_THREADS) as pool:
-                for lo in range(0, len(array), seg):
-                    n = min(seg, len(array) - lo)
-                    buf = cl.Buffer(device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.ALLOC_HOST_PTR,
-                                    n * self.dtype.itemsize)
-                    mapped, _ = cl.enqueue_map_buffer(device.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE,
-                                                      0, (n,), self.dtype)
-                    list(pool.map(lambda b: fill(mapped, lo, b), range(0, n, step)))
-                    self._buffers.append((buf, mapped))
-                    self.segments.append((lo, mapped))
+            for _ in range(STAGES):
+                buf = cl.Buffer(device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.ALLOC_HOST_PTR,
+                                stage * self.dtype.itemsize)
+                mapped, _ = cl.enqueue_map_buffer(device.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE,
+                                                  0, (stage,), self.dtype)
+                self._stages.append((buf, mapped))
+                self._events.append(None)
         except (cl.Error, MemoryError):
             # no page-locked memory to be had: copy from the array itself, more slowly
-            self._buffers, self.segments = [], [(0, np.ascontiguousarray(array, dtype=self.dtype))]
+            self._stages, self._events = [], []
+
+    @property
+    def device_bytes(self):
+        """Device memory that the staging buffers take (NVIDIA's driver backs each with its size)."""
+        return sum(mapped.nbytes for _, mapped in self._stages)
 
     def copy_to(self, queue, dest, lo, hi):
-        """Enqueue copies of elements [lo, hi) to the start of device array ``dest`` (no wait)."""
+        """Enqueue copies of elements [lo, hi) to the start of device array ``dest``; returns once the last
+        piece is in a staging buffer (the device copies it later, in queue order)."""
         import pyopencl as cl
 
-        for first, host in self.segments:
-            a, b = max(lo, first), min(hi, first + len(host))
-            if a < b:
-                cl.enqueue_copy(queue, dest.data, host[a - first : b - first],
-                                dst_offset=(a - lo) * self.dtype.itemsize, is_blocking=False)
+        if not self._stages:
+            if hi > lo:
+                cl.enqueue_copy(queue, dest.data, self.array[lo:hi], is_blocking=False)
+            return
+        stage = len(self._stages[0][1])
+        for a in range(lo, hi, stage):
+            b = min(hi, a + stage)
+            k = self._next
+            self._next = (k + 1) % len(self._stages)
+            if self._events[k] is not None:
+                self._events[k].wait()  # the device has copied this buffer's previous piece
+            mapped = self._stages[k][1]
+            _parallel_copy(mapped[: b - a], self.array[a:b])
+            self._events[k] = cl.enqueue_copy(queue, dest.data, mapped[: b - a],
+                                              dst_offset=(a - lo) * self.dtype.itemsize, is_blocking=False)
+
+
+def _parallel_copy(dst, src):
+    """dst[:] = src in COPY_THREADS slices side by side (NumPy copies without the interpreter lock)."""
+    n = len(src)
+    if n < COPY_THREADS << 16:
+        dst[:] = src
+        return
+    bounds = [n * i // COPY_THREADS for i in range(COPY_THREADS + 1)]
+    list(_copy_pool().map(lambda i: dst.__setitem__(slice(bounds[i], bounds[i + 1]), src[bounds[i]:bounds[i + 1]]),
+                          range(COPY_THREADS)))
+
+
+_COPY_POOL = []
+
+
+def _copy_pool():
+    if not _COPY_POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _COPY_POOL.append(ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="peanut-stage"))
+    return _COPY_POOL[0]
+

@@ -83,6 +83,32 @@ def test_memory_cap():
     assert abs(dev.max_alloc / dev.global_mem - min(1.0, info.max_alloc / info.global_mem)) < 1e-6
 
 
+def test_capped_pool_holds_the_device_to_its_cap():
+    """With a memory cap, the pool's blocks in use never exceed it: idle blocks are given back first, and an
+    allocation beyond it fails as an exhausted device's does (the device stage then splits the batch)."""
+    import pyopencl.array as cla
+
+    from peanut_py.device_stage import is_out_of_device_memory
+
+    dev = devmod.Device(memory_cap=64 << 20)
+    assert isinstance(dev.pool, devmod.CappedPool) and dev.pool.cap == dev.global_mem == 64 << 20
+    a = cla.empty(dev.queue, 40 << 20, np.uint8, allocator=dev.pool)
+    del a
+    assert dev.pool.held_blocks == 1
+    b = cla.empty(dev.queue, 50 << 20, np.uint8, allocator=dev.pool)  # 40 MiB idle + 50 > 64: given back first
+    assert dev.pool.held_blocks == 0 and dev.pool.managed_bytes <= 64 << 20
+    c = b[: 5 << 20] + 1  # arrays made by pyopencl's operations come from the same pool
+    with pytest.raises(cl.MemoryError) as err:
+        cla.empty(dev.queue, 20 << 20, np.uint8, allocator=dev.pool)
+    assert is_out_of_device_memory(err.value)
+    del c
+    d = cla.empty(dev.queue, 10 << 20, np.uint8, allocator=dev.pool)
+    assert int(d.fill(np.uint8(7)).get().max()) == 7
+    # without a cap, or a cap above the device's memory, or planning only: the pool itself
+    for kwargs in ({}, {"memory_cap": dev.info.global_mem + 1}, {"memory_cap": 64 << 20, "hold_to_cap": False}):
+        assert not isinstance(devmod.Device(**kwargs).pool, devmod.CappedPool)
+
+
 def test_no_platform_message(monkeypatch):
     monkeypatch.setattr(cl, "get_platforms", lambda: [])
     with pytest.raises(PeanutError, match="no OpenCL platform.*pocl"):

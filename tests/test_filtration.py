@@ -19,6 +19,7 @@ from peanut_py.filtration import (
 )
 from peanut_py import layout
 from peanut_py.qgroup import QGroupIndex, ReadBuffer
+from peanut_py import resident as resident_mod
 from peanut_py.resident import ResidentReference, _HostArray, chunk_bounds
 from qgram_oracle import CODE, read_fastq_codes, ref_qgrams, ref_text
 
@@ -331,30 +332,37 @@ def test_table_in_parts_gives_identical_candidates(device, planted, max_hits, ma
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
 
-def test_gpu_streamed_table_from_page_locked_memory_gives_identical_candidates(planted):
-    """A device with its own memory streams the table from page-locked host buffers (CL_MEM_ALLOC_HOST_PTR,
-    in segments of its largest allocation); run that path on the CPU device."""
+@pytest.mark.parametrize("stage_bytes", [None, 4096])  # the default; many pieces through each staging buffer
+def test_gpu_streamed_table_through_page_locked_staging_gives_identical_candidates(planted, monkeypatch,
+                                                                                  stage_bytes):
+    """A device with its own memory copies the streamed table through page-locked staging buffers
+    (CL_MEM_ALLOC_HOST_PTR), which count as device memory; run that path on the CPU device."""
     p = planted
+    if stage_bytes:
+        monkeypatch.setattr(resident_mod, "STAGE_BYTES", stage_bytes)
     gpu = Device(host_memory=False)
     res = ResidentReference(gpu, *table_args(p["ref"], p["q"], p["step"]), table_budget=0, chunk_positions=1500)
-    assert res.streamed and len(res._host_table.segments) == 1 and res._host_table._buffers
+    staged = res._host_arrays()
+    assert res.streamed and all(len(h._stages) == resident_mod.STAGES for h in staged)
+    assert res.device_bytes >= sum(h.device_bytes for h in staged) > 0
     rb = ReadBuffer(gpu, p["codes"], p["offsets"])
     qi = QGroupIndex(gpu, rb, p["q"])
     cand = filter_reference(gpu, res, qi, rb, collapse_gap=8, min_votes=1)
-    assert cand.n_chunks >= len(p["ref"]["positions"]) // 1500
+    assert cand.n_packed >= len(p["ref"]["positions"]) // 1500 and cand.n_gathered_chunks == 1
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
 
-def test_page_locked_host_array_copies_slices_across_its_segments():
+@pytest.mark.parametrize("host_memory", [False, True])  # staged (a GPU's way); copied directly (a CPU device)
+def test_host_array_copies_slices_through_its_staging_buffers(monkeypatch, host_memory):
     import pyopencl.array as cla
 
-    gpu = Device(host_memory=False)
-    gpu.max_alloc = 4096  # segments of 1,024 uint32
-    values = np.random.default_rng(3).integers(0, 1 << 32, 5000, dtype=np.uint64)
-    host = _HostArray(gpu, values, np.uint32)
-    assert [first for first, _ in host.segments] == [0, 1024, 2048, 3072, 4096]
-    dest = cla.empty(gpu.queue, 5000, np.uint32)
-    for lo, hi in [(0, 5000), (1000, 1030), (1024, 2048), (5, 4999), (4096, 5000), (7, 7)]:
+    monkeypatch.setattr(resident_mod, "COPY_THREADS", 3)
+    gpu = Device(host_memory=host_memory)
+    values = np.random.default_rng(3).integers(0, 1 << 32, 500_000, dtype=np.uint64)
+    host = _HostArray(gpu, values, np.uint32, stage_bytes=4 * 250_000)  # pieces of 250,000, each in 3 copies
+    assert len(host._stages) == (0 if host_memory else resident_mod.STAGES)
+    dest = cla.empty(gpu.queue, 500_000, np.uint32)
+    for lo, hi in [(0, 500_000), (1000, 1030), (69_999, 210_001), (5, 499_999), (430_000, 500_000), (7, 7)]:
         host.copy_to(gpu.queue, dest, lo, hi)
         np.testing.assert_array_equal(dest.get()[: hi - lo], values[lo:hi].astype(np.uint32))
 
@@ -531,17 +539,30 @@ def test_per_position_variant_gives_identical_hits(device, planted):
 
 
 @pytest.mark.parametrize("max_hits", [None, 5000])  # one range of read strands; several
-@pytest.mark.parametrize("gather", [True, False])  # present positions packed once; the table streamed per pass
+# present positions packed once and joined into one chunk; packed but kept apart (too little memory to join
+# them); the table streamed again for every pass
+@pytest.mark.parametrize("gather", ["joined", "apart", None])
 def test_streamed_table_gives_identical_candidates(device, planted, monkeypatch, gather, max_hits):
     p = planted
     res = ResidentReference(device, *table_args(p["ref"], p["q"], p["step"]), table_budget=0, chunk_positions=2000)
     assert res.streamed
-    if not gather:
+    n_stream_chunks = len(res._stream_layout(filtration.MAX_CHUNK_BUCKETS)[0]) - 1
+    assert n_stream_chunks >= len(p["ref"]["positions"]) // 2000
+    args = dict(collapse_gap=8, min_votes=1, max_hits_per_pass=max_hits)
+    if gather is None:
         monkeypatch.setattr(filtration, "GATHER_SHARE", 0.0)
-    cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, min_votes=1, max_hits_per_pass=max_hits)
-    assert cand.gathered == gather and (cand.n_ranges > 1) == (max_hits is not None)
-    if not gather:
-        assert cand.n_chunks >= len(p["ref"]["positions"]) // 2000
+    elif gather == "apart":  # room to keep the packed chunks, not to join them
+        joined = filter_reference(device, res, p["qi"], p["rb"], **args)
+        free = 0.75 * device.global_mem - (res.device_bytes + p["qi"].device_bytes + p["rb"].device_bytes)
+        monkeypatch.setattr(filtration, "JOIN_SHARE", 1.5 * joined.gathered_bytes / free)
+    cand = filter_reference(device, res, p["qi"], p["rb"], **args)
+    assert cand.gathered == (gather is not None) and (cand.n_ranges > 1) == (max_hits is not None)
+    if gather is None:
+        assert cand.n_chunks >= n_stream_chunks * cand.n_ranges and cand.n_packed == 0
+    else:
+        assert cand.n_packed > 5 and cand.gathered_bytes > 4 * len(p["rs"])
+        assert cand.n_gathered_chunks == (1 if gather == "joined" else cand.n_packed)
+        assert cand.n_chunks == cand.n_gathered_chunks * cand.n_ranges
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
 
@@ -560,7 +581,8 @@ def test_memory_capped_device_streams_and_gives_identical_candidates(device, pla
     # Usable memory (3/4) = the fixed part of a q = 11 index (I and S: 768 KiB, folded 192 KiB) + 90 KiB: the
     # ~50 KiB q-gram table exceeds its share (half) of the remaining room.
     fixed = layout.index_fixed_bytes(p["q"], fold=layout.default_fold(device))
-    small = Device(memory_cap=int((fixed + (90 << 10)) / 0.75))
+    # (the plans only: at this toy size the scans' temporaries outweigh the 90 KiB, see Device)
+    small = Device(memory_cap=int((fixed + (90 << 10)) / 0.75), hold_to_cap=False)
     res = ResidentReference(small, *table_args(p["ref"], p["q"], p["step"]))
     assert res.streamed
     rb = ReadBuffer(small, p["codes"], p["offsets"])
@@ -595,9 +617,11 @@ def slot_reference(slots, lengths, r0, table, gap):
 
 
 # the slot sort by one work-item per slot; by a work-group per slot with the build's local block and with a
-# small one (most slots then sorted in several local blocks and finished by merge passes)
-@pytest.mark.parametrize("by_group,sort_local", [(False, None), (True, None), (True, 64)])
-def test_collapse_slots_with_many_hits_and_empty_slots(device, monkeypatch, by_group, sort_local):
+# small one (most slots then sorted in several local blocks and finished by the group's merge passes), in
+# groups of several sizes (one work-item; fewer than a slot's blocks; not dividing the slots' sizes)
+@pytest.mark.parametrize("by_group,sort_local,group", [(False, None, None), (True, None, None), (True, 64, None),
+                                                       (True, 64, 1), (True, 16, 8), (True, 32, 4)])
+def test_collapse_slots_with_many_hits_and_empty_slots(device, monkeypatch, by_group, sort_local, group):
     """The per-read-strand sort and collapse kernels on hand-made slots: empty slots, slots at the insertion
     sort's and the local sort's block sizes, and slots of 10^4..10^5 hits that are random, ascending,
     descending, made of runs (as the emit pass writes them) or all duplicates; thresholds depend on the read
@@ -607,6 +631,8 @@ def test_collapse_slots_with_many_hits_and_empty_slots(device, monkeypatch, by_g
     from peanut_py.filtration import EMIT_BLOCK, SORT_BLOCK
 
     monkeypatch.setattr(filtration, "SLOT_SORT_BY_GROUP", by_group)
+    if group is not None:
+        monkeypatch.setattr(filtration, "SORT_GROUP", group)
     local = sort_local or filtration.SORT_LOCAL
     rng = np.random.default_rng(11)
 
@@ -638,6 +664,7 @@ def test_collapse_slots_with_many_hits_and_empty_slots(device, monkeypatch, by_g
     knl = device.kernels("filter", Q=16, S_STRIDE=layout.S_STRIDE, STARTS_T="uint", EMIT_BLOCK=EMIT_BLOCK,
                          SORT_BLOCK=SORT_BLOCK, **defines)
     assert (filtration.slot_sort_group(device, knl) is not None) == by_group
+    assert group is None or filtration.slot_sort_group(device, knl) == group
     raw = []
     cand = collapse_slots(device, knl, filter_tools(device), dev(np.concatenate(slots)), total, dev(slot_start), len(slots),
                           dev(rs_start), r0, dev(table), gap, raw=raw)

@@ -390,23 +390,19 @@ __kernel void count_masked(__global const uint *masked, const uint n_masked, __g
                        __global const uint *masked_per_rs, const uint use_masked, const uint gap
 
 // Clusters of the sorted diagonals d[0 .. n) (collapse rule above): all of them, and those with at least
-// need votes.  The same loop reads a slot in global or in local memory (OpenCL C 1.2 has no generic address
-// space).
-#define COUNT_CLUSTERS(NAME, SPACE)                                                                          \
-    inline void NAME(SPACE const uint *d, uint n, uint gap, uint need, uint *kept, uint *all)              \
-    {                                                                                                        \
-        uint k = 0, a = 0, c0 = 0;                                                                           \
-        for (uint i = 1; i <= n; ++i) {                                                                      \
-            if (i < n && d[i] - d[i - 1] <= gap) continue;                                                   \
-            ++a;                                                                                             \
-            k += i - c0 >= need;                                                                             \
-            c0 = i;                                                                                          \
-        }                                                                                                    \
-        *kept = k;                                                                                           \
-        *all = a;                                                                                            \
+// need votes.
+inline void count_clusters_global(__global const uint *d, uint n, uint gap, uint need, uint *kept, uint *all)
+{
+    uint k = 0, a = 0, c0 = 0;
+    for (uint i = 1; i <= n; ++i) {
+        if (i < n && d[i] - d[i - 1] <= gap) continue;
+        ++a;
+        k += i - c0 >= need;
+        c0 = i;
     }
-COUNT_CLUSTERS(count_clusters_global, __global)
-COUNT_CLUSTERS(count_clusters_local, __local)
+    *kept = k;
+    *all = a;
+}
 
 // One work-item per slot (read strand r0 + s): sort its diagonals, then count its clusters (n_all) and
 // those that pass the votes threshold (n_kept).  Slot s is diags[slot_start[s] .. slot_start[s + 1]).
@@ -466,39 +462,110 @@ inline void sort_block_local(__global uint *d, uint n, __local uint *buf)
     for (uint i = lid; i < n; i += size) d[i] = buf[i];
 }
 
+// Entries of a[0 .. la) among the first k entries of the merge of the ascending runs a and b (ties: a's
+// first), found by binary search on the merge path.  Work-items that split one merge at output offsets
+// k1 < k2 < ... agree on every split, so each can merge its own part of the output.
+inline uint merge_path_split(__global const uint *a, uint la, __global const uint *b, uint lb, uint k)
+{
+    uint lo = k > lb ? k - lb : 0, hi = min(k, la);
+    while (lo < hi) {
+        uint i = lo + (hi - lo) / 2;  // i < la and k - i - 1 < lb: a[i] against the last entry of b taken
+        if (a[i] <= b[k - i - 1]) lo = i + 1; else hi = i;
+    }
+    return lo;
+}
+
+// One merge pass by the work-group: the ascending runs of src[0 .. n) at [2jw, 2jw + w) and [2jw + w,
+// 2jw + 2w) are merged into dst.  Each work-item writes one contiguous share of dst, finding where its share
+// starts in each pair of runs by merge_path_split, so the pass takes n / group size steps per work-item
+// whatever the run lengths.
+inline void merge_pass_group(__global const uint *src, __global uint *dst, uint n, uint w)
+{
+    uint lid = get_local_id(0), size = get_local_size(0);
+    uint share = (n + size - 1) / size;
+    uint o = min(n, lid * share), o_end = min(n, o + share);
+    while (o < o_end) {
+        uint p = o - o % (2 * w), m = min(n, p + w), e = min(n, p + 2 * w), stop = min(o_end, e);
+        __global const uint *a = src + p, *b = src + m;
+        uint la = m - p, lb = e - m;
+        uint i = merge_path_split(a, la, b, lb, o - p), j = o - p - i;
+        for (; o < stop; ++o) {
+            bool take_a = j >= lb || (i < la && a[i] <= b[j]);
+            dst[o] = take_a ? a[i] : b[j];
+            i += take_a;
+            j += 1 - take_a;
+        }
+    }
+}
+
+// Clusters of the sorted diagonals d[0 .. n) counted by the work-group: each work-item looks at the cluster
+// starts of its stride and at most need - 1 entries after each (enough to tell whether the cluster reaches
+// need votes); the counts meet in local counters.  Every work-item of the group calls it; the totals are
+// valid for work-item 0 after the closing barrier.
+#define COUNT_CLUSTERS_GROUP(NAME, SPACE)                                                                    \
+    inline void NAME(SPACE const uint *d, uint n, uint gap, uint need, __local uint *counts, uint *kept,     \
+                     uint *all)                                                                              \
+    {                                                                                                        \
+        uint lid = get_local_id(0), size = get_local_size(0), k = 0, a = 0;                                  \
+        if (lid == 0) counts[0] = counts[1] = 0;                                                             \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
+        for (uint i = lid; i < n; i += size) {                                                               \
+            if (i > 0 && d[i] - d[i - 1] <= gap) continue;                                                   \
+            uint j = i + 1;                                                                                  \
+            while (j < n && j - i < need && d[j] - d[j - 1] <= gap) ++j;                                     \
+            ++a;                                                                                             \
+            k += j - i >= need;                                                                              \
+        }                                                                                                    \
+        if (a) {                                                                                             \
+            atomic_add(&counts[0], k);                                                                       \
+            atomic_add(&counts[1], a);                                                                       \
+        }                                                                                                    \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
+        *kept = counts[0];                                                                                   \
+        *all = counts[1];                                                                                    \
+    }
+COUNT_CLUSTERS_GROUP(count_clusters_group_global, __global)
+COUNT_CLUSTERS_GROUP(count_clusters_group_local, __local)
+
 // sort_slots with one work-group per slot (global size n_slots times the local size), for devices with
 // their own memory: there one work-item per slot walks far-apart slots in global memory, nothing coalesces,
 // and the largest slots keep their work-items busy long after the others.  A slot of up to SORT_LOCAL
-// entries is sorted in local memory by the whole group and counted there by work-item 0.  A larger one is
-// sorted in blocks of SORT_LOCAL entries the same way, then work-item 0 finishes it with sort_slot, whose
-// insertion pass then only looks at every entry once and whose merge passes join the sorted blocks.
+// entries is sorted in local memory by the whole group.  A larger one is sorted in blocks of SORT_LOCAL
+// entries the same way, then merged by the whole group in passes over global memory (scratch the other
+// buffer), so that the largest slots of a range take log2(n / SORT_LOCAL) passes of n / group size steps
+// instead of one work-item's n log n.  The group then counts the clusters.
 // Results equal sort_slots' (equal diagonals are indistinguishable).
 __kernel void sort_slots_local(__global uint *diags, __global uint *scratch, __global const uint *slot_start,
                                const uint n_slots, THRESHOLD_ARGS, __global uint *n_kept, __global uint *n_all)
 {
     __local uint buf[SORT_LOCAL];
-    uint s = get_group_id(0), lid = get_local_id(0);
+    __local uint counts[2];
+    uint s = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
     if (s >= n_slots) return;  // never so when launched as above; the whole group leaves
     uint lo = slot_start[s], n = slot_start[s + 1] - lo;  // the same for the whole group
     __global uint *d = diags + lo;
-    uint kept = 0, all = 0;
+    uint need = slot_threshold(rs_start, min_votes, masked_per_rs, use_masked, r0 + s);
+    uint kept, all;
     if (n <= SORT_LOCAL) {
         sort_block_local(d, n, buf);
-        if (lid == 0) {
-            uint need = slot_threshold(rs_start, min_votes, masked_per_rs, use_masked, r0 + s);
-            count_clusters_local(buf, n, gap, need, &kept, &all);
-        }
+        count_clusters_group_local(buf, n, gap, need, counts, &kept, &all);
     } else {
         for (uint b = 0; b < n; b += SORT_LOCAL) {
             sort_block_local(d + b, min((uint)SORT_LOCAL, n - b), buf);
             barrier(CLK_LOCAL_MEM_FENCE);  // buf is read by the write-back before the next block loads
         }
-        barrier(CLK_GLOBAL_MEM_FENCE);  // work-item 0 reads the blocks that the others wrote
-        if (lid == 0) {
-            sort_slot(d, scratch + lo, n);
-            uint need = slot_threshold(rs_start, min_votes, masked_per_rs, use_masked, r0 + s);
-            count_clusters_global(d, n, gap, need, &kept, &all);
+        barrier(CLK_GLOBAL_MEM_FENCE);  // the passes read blocks that other work-items wrote
+        __global uint *src = d, *dst = scratch + lo;
+        for (uint w = SORT_LOCAL; w < n; w <<= 1) {  // w < n <= 2^31 - 1: never overflows
+            merge_pass_group(src, dst, n, w);
+            barrier(CLK_GLOBAL_MEM_FENCE);
+            __global uint *swap = src; src = dst; dst = swap;
         }
+        if (src != d) {
+            for (uint i = lid; i < n; i += size) d[i] = src[i];
+            barrier(CLK_GLOBAL_MEM_FENCE);
+        }
+        count_clusters_group_global(d, n, gap, need, counts, &kept, &all);
     }
     if (lid == 0) {
         n_kept[s] = kept;
