@@ -232,7 +232,7 @@ cdef int _record(Out *o, const char *line, Py_ssize_t length, RefNames refs) noe
     """One SAM line (without its newline) appended as a BAM record; 0, or -1 (malformed) / -2 (no memory)."""
     cdef const char *f[11]
     cdef Py_ssize_t flen[11]
-    cdef Py_ssize_t i, k, start = 0, tags, j, n_ops, l_seq, ref_len, start_rec, num, at_cigar
+    cdef Py_ssize_t i, k, start = 0, tags, j, n_ops, l_seq, ref_len, start_rec, num
     cdef bint ok = True
     cdef int64_t pos, pnext, tlen, flag, mapq
     cdef int32_t ref_id, next_id
@@ -285,7 +285,6 @@ cdef int _record(Out *o, const char *line, Py_ssize_t length, RefNames refs) noe
     # CIGAR: the operations, their count and the reference length, in one pass
     n_ops = 0
     ref_len = 0
-    at_cigar = o.n
     if not (flen[5] == 1 and f[5][0] == b'*'):
         cig = f[5]
         num = 0
