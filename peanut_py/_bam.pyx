@@ -7,8 +7,8 @@ output, so a line that does not parse is a bug, reported as ValueError with the 
 """
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
-from libc.stdlib cimport free, realloc, strtod, strtoll
-from libc.string cimport memcmp, memcpy, memset
+from libc.stdlib cimport free, realloc, strtod
+from libc.string cimport memchr, memcmp, memcpy, memset
 
 import numpy as np
 
@@ -120,16 +120,26 @@ cdef inline void _u32(Out *o, uint32_t v) noexcept nogil:
 
 
 cdef inline int64_t _int(const char *s, Py_ssize_t n, bint *ok) noexcept nogil:
-    """A decimal integer filling s[0:n] exactly (the field ends at a tab or newline, which stops strtoll)."""
-    cdef char *end
-    cdef int64_t v
-    if n <= 0:
+    """A decimal integer filling s[0:n] exactly: an optional sign, then 1 to 18 digits (what a SAM field of
+    peanut-py's holds; more digits could overflow, so they count as malformed)."""
+    cdef Py_ssize_t i = 0
+    cdef int64_t v = 0
+    cdef bint negative = False
+    cdef uint8_t d
+    if n > 0 and (s[0] == b'-' or s[0] == b'+'):
+        negative = s[0] == b'-'
+        i = 1
+    if n - i < 1 or n - i > 18:
         ok[0] = False
         return 0
-    v = strtoll(s, &end, 10)
-    if end != s + n:
-        ok[0] = False
-    return v
+    while i < n:
+        d = <uint8_t> s[i] - 48
+        if d > 9:
+            ok[0] = False
+            return 0
+        v = v * 10 + d
+        i += 1
+    return -v if negative else v
 
 
 cdef inline int32_t _reg2bin(int64_t beg, int64_t end) noexcept nogil:
@@ -148,41 +158,107 @@ cdef inline int32_t _reg2bin(int64_t beg, int64_t end) noexcept nogil:
     return 0
 
 
+cdef inline Py_ssize_t _field_end(const char *line, Py_ssize_t start, Py_ssize_t length) noexcept nogil:
+    """Where the field starting at ``start`` ends: its tab, or the end of the line."""
+    cdef const char *tab = <const char *> memchr(line + start, b'\t', length - start)
+    return length if tab == NULL else tab - line
+
+
+cdef int _tag(Out *o, const char *tag, Py_ssize_t tag_len) noexcept nogil:
+    """One TG:T:VALUE field appended as a BAM tag; 0, or -1 (malformed)."""
+    cdef const char *p = tag + 5
+    cdef Py_ssize_t num = tag_len - 5
+    cdef bint ok = True
+    cdef int64_t v
+    cdef char *end
+    cdef float fv
+    if tag_len < 5 or tag[2] != b':' or tag[4] != b':':
+        return -1
+    o.data[o.n] = tag[0]
+    o.data[o.n + 1] = tag[1]
+    o.n += 2
+    if tag[3] == b'i':
+        v = _int(p, num, &ok)
+        if not ok:
+            return -1
+        # the smallest type that holds the value, as htslib chooses: a signed one after a minus sign ("-0")
+        if p[0] == b'-':
+            if v >= -128:
+                _u8(o, b'c')
+                _u8(o, <uint8_t> <int32_t> v)
+            elif v >= -32768:
+                _u8(o, b's')
+                _u16(o, <uint16_t> <int32_t> v)
+            elif v >= -<int64_t> 2147483648LL:
+                _u8(o, b'i')
+                _u32(o, <uint32_t> <int32_t> v)
+            else:
+                return -1
+        elif v <= 255:
+            _u8(o, b'C')
+            _u8(o, <uint8_t> v)
+        elif v <= 65535:
+            _u8(o, b'S')
+            _u16(o, <uint16_t> v)
+        elif v <= <int64_t> 4294967295LL:
+            _u8(o, b'I')
+            _u32(o, <uint32_t> v)
+        else:
+            return -1
+    elif tag[3] == b'Z' or tag[3] == b'H':
+        _u8(o, <uint8_t> tag[3])
+        memcpy(o.data + o.n, p, num)
+        o.n += num
+        _u8(o, 0)
+    elif tag[3] == b'A':
+        if num != 1:
+            return -1
+        _u8(o, b'A')
+        _u8(o, <uint8_t> p[0])
+    elif tag[3] == b'f':
+        # the value ends at the tab or newline after it, where strtod stops
+        fv = <float> strtod(p, &end)
+        if end != p + num or num == 0:
+            return -1
+        _u8(o, b'f')
+        memcpy(o.data + o.n, &fv, 4)
+        o.n += 4
+    else:  # B arrays: peanut-py writes none
+        return -1
+    return 0
+
+
 cdef int _record(Out *o, const char *line, Py_ssize_t length, RefNames refs) noexcept nogil:
     """One SAM line (without its newline) appended as a BAM record; 0, or -1 (malformed) / -2 (no memory)."""
     cdef const char *f[11]
     cdef Py_ssize_t flen[11]
-    cdef Py_ssize_t i = 0, k = 0, start = 0, tags, j, n_ops, l_seq, ref_len, start_rec, num
+    cdef Py_ssize_t i, k, start = 0, tags, j, n_ops, l_seq, ref_len, start_rec, num
     cdef bint ok = True
-    cdef int64_t pos, pnext, tlen, flag, mapq, v
+    cdef int64_t pos, pnext, tlen, flag, mapq
     cdef int32_t ref_id, next_id
-    cdef uint32_t op_len
-    cdef uint8_t code
-    cdef const char *p
-    cdef const char *tag
-    cdef Py_ssize_t tag_len
-    cdef char *end
-    cdef float fv
-    while k < 11:
-        while i < length and line[i] != b'\t':
-            i += 1
+    cdef uint32_t block_size
+    cdef uint8_t code, c, bad
+    cdef const char *cig
+    cdef const uint8_t *seq
+    cdef const uint8_t *qual
+    cdef uint8_t *dst
+    for k in range(11):
+        if start > length:  # the line ended before the eleventh field
+            return -1
+        i = _field_end(line, start, length)
         f[k] = line + start
         flen[k] = i - start
-        k += 1
-        if i >= length:
-            break
-        i += 1
-        start = i
-    if k < 11:
-        return -1
+        start = i + 1
     # the rest of the line, after the QUAL field's tab, holds the tags
-    tags = f[10] - line + flen[10] + 1
+    tags = start
     flag = _int(f[1], flen[1], &ok)
     pos = _int(f[3], flen[3], &ok)
     mapq = _int(f[4], flen[4], &ok)
     pnext = _int(f[7], flen[7], &ok)
     tlen = _int(f[8], flen[8], &ok)
-    if not ok or flen[0] < 1 or flen[0] > 254 or flag < 0 or flag > 65535 or mapq < 0 or mapq > 255:
+    if (not ok or flen[0] < 1 or flen[0] > 254 or flag < 0 or flag > 65535 or mapq < 0 or mapq > 255
+            or pos < 0 or pos > 2147483647 or pnext < 0 or pnext > 2147483647
+            or tlen < -2147483647 or tlen > 2147483647):
         return -1
     ref_id = -1 if flen[2] == 1 and f[2][0] == b'*' else refs.find(f[2], flen[2])
     if flen[6] == 1 and f[6][0] == b'*':
@@ -193,32 +269,69 @@ cdef int _record(Out *o, const char *line, Py_ssize_t length, RefNames refs) noe
         next_id = refs.find(f[6], flen[6])
     if ref_id == -2 or next_id == -2:
         return -1
-    # CIGAR: count the operations and the reference length
+    l_seq = 0 if flen[9] == 1 and f[9][0] == b'*' else flen[9]
+    if not (flen[10] == 1 and f[10][0] == b'*') and flen[10] != l_seq:
+        return -1
+    # an upper bound: a CIGAR operation takes 4 bytes for at least one character, a tag grows by a byte at most
+    # (XX:f:1 -> 7 bytes)
+    if _reserve(o, 36 + flen[0] + 1 + 4 * flen[5] + (l_seq + 1) // 2 + l_seq + 2 * (length - tags + 8)) < 0:
+        return -2
+    start_rec = o.n
+    # the fixed fields (32 bytes after block_size) are written once the CIGAR has given the bin
+    o.n += 36
+    memcpy(o.data + o.n, f[0], flen[0])
+    o.n += flen[0]
+    _u8(o, 0)
+    # CIGAR: the operations, their count and the reference length, in one pass
     n_ops = 0
     ref_len = 0
     if not (flen[5] == 1 and f[5][0] == b'*'):
+        cig = f[5]
         num = 0
         for j in range(flen[5]):
-            if 48 <= f[5][j] <= 57:
-                num = num * 10 + (f[5][j] - 48)
+            c = <uint8_t> cig[j] - 48
+            if c <= 9:
+                num = num * 10 + c
                 continue
-            code = CIGAR_CODE[<uint8_t> f[5][j]]
+            code = CIGAR_CODE[<uint8_t> cig[j]]
             if code == 255:
                 return -1
             n_ops += 1
             if code == 0 or code == 2 or code == 3 or code == 7 or code == 8:
                 ref_len += num
+            _u32(o, (<uint32_t> num << 4) | code)
             num = 0
     if n_ops > 65535:
         return -1
-    l_seq = 0 if flen[9] == 1 and f[9][0] == b'*' else flen[9]
-    if not (flen[10] == 1 and f[10][0] == b'*') and flen[10] != l_seq:
-        return -1
-    # a tag grows by a byte at most (XX:f:1 -> 7 bytes)
-    if _reserve(o, 36 + flen[0] + 1 + 4 * n_ops + (l_seq + 1) // 2 + l_seq + 2 * (length - tags + 8)) < 0:
-        return -2
-    start_rec = o.n
-    o.n += 4  # block_size, written at the end
+    seq = <const uint8_t *> f[9]
+    dst = <uint8_t *> o.data + o.n
+    for j in range(l_seq >> 1):
+        dst[j] = (SEQ_CODE[seq[2 * j]] << 4) | SEQ_CODE[seq[2 * j + 1]]
+    if l_seq & 1:
+        dst[l_seq >> 1] = SEQ_CODE[seq[l_seq - 1]] << 4
+    o.n += (l_seq + 1) >> 1
+    dst = <uint8_t *> o.data + o.n
+    if l_seq and flen[10] == 1 and f[10][0] == b'*':
+        memset(dst, 0xFF, l_seq)
+    else:
+        qual = <const uint8_t *> f[10]
+        bad = 0
+        for j in range(l_seq):
+            bad |= qual[j] < 33
+            dst[j] = qual[j] - 33
+        if bad:
+            return -1
+    o.n += l_seq
+    # tags: TG:T:VALUE separated by tabs
+    i = tags
+    while i < length:
+        j = _field_end(line, i, length)
+        if _tag(o, line + i, j - i) < 0:
+            return -1
+        i = j + 1
+    block_size = <uint32_t> (o.n - start_rec - 4)
+    o.n = start_rec
+    _u32(o, block_size)
     _u32(o, <uint32_t> ref_id)
     _u32(o, <uint32_t> <int32_t> (pos - 1))
     _u8(o, <uint8_t> (flen[0] + 1))
@@ -230,93 +343,7 @@ cdef int _record(Out *o, const char *line, Py_ssize_t length, RefNames refs) noe
     _u32(o, <uint32_t> next_id)
     _u32(o, <uint32_t> <int32_t> (pnext - 1))
     _u32(o, <uint32_t> <int32_t> tlen)
-    memcpy(o.data + o.n, f[0], flen[0])
-    o.n += flen[0]
-    _u8(o, 0)
-    if n_ops:
-        num = 0
-        for j in range(flen[5]):
-            if 48 <= f[5][j] <= 57:
-                num = num * 10 + (f[5][j] - 48)
-                continue
-            _u32(o, (<uint32_t> num << 4) | CIGAR_CODE[<uint8_t> f[5][j]])
-            num = 0
-    for j in range(0, l_seq - 1, 2):
-        _u8(o, (SEQ_CODE[<uint8_t> f[9][j]] << 4) | SEQ_CODE[<uint8_t> f[9][j + 1]])
-    if l_seq & 1:
-        _u8(o, SEQ_CODE[<uint8_t> f[9][l_seq - 1]] << 4)
-    if l_seq and flen[10] == 1 and f[10][0] == b'*':
-        memset(o.data + o.n, 0xFF, l_seq)
-        o.n += l_seq
-    else:
-        for j in range(l_seq):
-            if <uint8_t> f[10][j] < 33:
-                return -1
-            _u8(o, <uint8_t> f[10][j] - 33)
-    # tags: TG:T:VALUE separated by tabs
-    i = tags
-    while i < length:
-        start = i
-        while i < length and line[i] != b'\t':
-            i += 1
-        tag = line + start
-        tag_len = i - start
-        i += 1
-        if tag_len < 5 or tag[2] != b':' or tag[4] != b':':
-            return -1
-        o.data[o.n] = tag[0]
-        o.data[o.n + 1] = tag[1]
-        o.n += 2
-        p = tag + 5
-        num = tag_len - 5
-        if tag[3] == b'i':
-            v = _int(p, num, &ok)
-            if not ok:
-                return -1
-            if v < 0:
-                if v >= -128:
-                    _u8(o, b'c')
-                    _u8(o, <uint8_t> <int32_t> v)
-                elif v >= -32768:
-                    _u8(o, b's')
-                    _u16(o, <uint16_t> <int32_t> v)
-                elif v >= -<int64_t> 2147483648LL:
-                    _u8(o, b'i')
-                    _u32(o, <uint32_t> <int32_t> v)
-                else:
-                    return -1
-            elif v <= 255:
-                _u8(o, b'C')
-                _u8(o, <uint8_t> v)
-            elif v <= 65535:
-                _u8(o, b'S')
-                _u16(o, <uint16_t> v)
-            elif v <= <int64_t> 4294967295LL:
-                _u8(o, b'I')
-                _u32(o, <uint32_t> v)
-            else:
-                return -1
-        elif tag[3] == b'Z' or tag[3] == b'H':
-            _u8(o, <uint8_t> tag[3])
-            memcpy(o.data + o.n, p, num)
-            o.n += num
-            _u8(o, 0)
-        elif tag[3] == b'A':
-            if num != 1:
-                return -1
-            _u8(o, b'A')
-            _u8(o, <uint8_t> p[0])
-        elif tag[3] == b'f':
-            fv = <float> strtod(p, &end)
-            if end != p + num or num == 0:
-                return -1
-            _u8(o, b'f')
-            memcpy(o.data + o.n, &fv, 4)
-            o.n += 4
-        else:  # B arrays: peanut-py writes none
-            return -1
-    op_len = <uint32_t> (o.n - start_rec - 4)
-    memcpy(o.data + start_rec, &op_len, 4)
+    o.n = start_rec + 4 + block_size
     return 0
 
 
@@ -324,6 +351,7 @@ def sam_to_bam(text, RefNames refs):
     """The BAM records (each with its block_size) of ``text``: whole SAM lines, bytes, no header lines."""
     cdef const uint8_t[::1] view = memoryview(text).cast("B") if len(text) else memoryview(b"\n").cast("B")
     cdef const char *s = <const char *> &view[0]
+    cdef const char *newline
     cdef Py_ssize_t n = len(text), i = 0, j, line_no = 0
     cdef int status = 0
     cdef Out out
@@ -332,15 +360,16 @@ def sam_to_bam(text, RefNames refs):
     out.cap = 0
     try:
         with nogil:
-            while i < n:
-                j = i
-                while j < n and s[j] != b'\n':
-                    j += 1
+            # BAM records take less room than their SAM lines but for the shortest ones: one allocation
+            # mostly
+            if _reserve(&out, n + n // 8 + 4096) < 0:
+                status = -2
+            while i < n and status == 0:
+                newline = <const char *> memchr(s + i, b'\n', n - i)
+                j = n if newline == NULL else newline - s
                 line_no += 1
                 if j > i:
                     status = _record(&out, s + i, j - i, refs)
-                    if status != 0:
-                        break
                 i = j + 1
         if status == -2:
             raise MemoryError()

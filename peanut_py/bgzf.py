@@ -9,6 +9,8 @@ import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
+from ._bgzf import frame_blocks
+
 try:  # Intel's ISA-L deflate, several times faster than zlib (installed with dnaio on x86-64)
     from isal import isal_zlib as _deflate
 
@@ -21,26 +23,23 @@ except ImportError:  # pragma: no cover - platforms without isal
 BLOCK_SIZE = 0xFF00
 # blocks compressed by one task of the thread pool (about 1 MiB of input)
 TASK_BLOCKS = 16
-_HEADER = struct.Struct("<4BI2BH2BHH")  # gzip header with the BC extra field holding BSIZE - 1
-_FOOTER = struct.Struct("<II")
 # the empty block every BGZF file ends with
 EOF_BLOCK = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 
 
-def compress_block(data):
-    """One BGZF block holding ``data`` (at most BLOCK_SIZE bytes)."""
-    body = _deflate.compress(data, LEVEL, -15)
+def _deflate_body(block):
+    body = _deflate.compress(block, LEVEL, -15)
     if len(body) > BLOCK_SIZE:  # incompressible: stored, which a block of BLOCK_SIZE bytes leaves room for
-        body = zlib.compress(data, 0, -15)
-    size = _HEADER.size + len(body) + _FOOTER.size
-    return b"".join((_HEADER.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, size - 1), body,
-                     _FOOTER.pack(zlib.crc32(data), len(data))))
+        body = zlib.compress(block, 0, -15)
+    return body
 
 
-def compress_blocks(data):
-    """The BGZF blocks of ``data``, cut every BLOCK_SIZE bytes (the last one may be shorter), one after the
-    other."""
-    return b"".join([compress_block(data[a:a + BLOCK_SIZE]) for a in range(0, len(data), BLOCK_SIZE)])
+def compress_blocks(blocks):
+    """The BGZF blocks holding ``blocks`` (bytes-like objects of at most BLOCK_SIZE bytes), one after the
+    other.  Each block is deflated by one call that releases the interpreter lock; the headers, CRC-32s and
+    footers of all blocks are made by one more such call (_bgzf.pyx), so that a compression thread waits for
+    the lock once per deflate call rather than at every step of each block."""
+    return frame_blocks(blocks, [_deflate_body(block) for block in blocks])
 
 
 def compression_threads(threads):
@@ -62,21 +61,31 @@ class BgzfWriter:
         self._queued = deque()
 
     def write(self, data):
-        # one copy of the data (joined to the tail left over); the blocks are views of it, compressed
-        # TASK_BLOCKS to a task so that the pool's bookkeeping stays small beside the deflate calls
-        data = self._pending + bytes(data) if self._pending else bytes(data)
-        n = len(data) // BLOCK_SIZE * BLOCK_SIZE
-        view = memoryview(data)
-        step = TASK_BLOCKS * BLOCK_SIZE
-        for a in range(0, n, step):
-            self._compress(view[a:min(n, a + step)])
-        self._pending = data[n:]
+        # the blocks are views of ``data`` but for the one it shares with the tail left over from the last
+        # write, and the new tail: at most two blocks copied, whatever the size of ``data``
+        # views of a mutable buffer could change before they are compressed
+        view = memoryview(data if isinstance(data, bytes) else bytes(data)).cast("B")
+        blocks = []
+        at = 0
+        if self._pending:
+            at = BLOCK_SIZE - len(self._pending)
+            if len(view) < at:
+                self._pending += view
+                return
+            blocks.append(self._pending + view[:at])
+            self._pending = b""
+        whole = at + (len(view) - at) // BLOCK_SIZE * BLOCK_SIZE
+        blocks += [view[a:a + BLOCK_SIZE] for a in range(at, whole, BLOCK_SIZE)]
+        self._pending = bytes(view[whole:])
+        # TASK_BLOCKS to a task, so that the pool's bookkeeping stays small beside the deflate calls
+        for a in range(0, len(blocks), TASK_BLOCKS):
+            self._compress(blocks[a:a + TASK_BLOCKS])
 
     def flush(self):
         """End the current block here (as htslib does after the BAM header) and write every block."""
         if self._pending:
             block, self._pending = self._pending, b""
-            self._compress(block)
+            self._compress([block])
         while self._queued:
             self._sink(self._queued.popleft().result())
 
@@ -114,4 +123,4 @@ def bam_header(text, names, lengths):
     return b"".join(parts)
 
 
-__all__ = ["BLOCK_SIZE", "EOF_BLOCK", "compress_block", "compress_blocks", "compression_threads", "BgzfWriter", "bam_header"]
+__all__ = ["BLOCK_SIZE", "EOF_BLOCK", "compress_blocks", "compression_threads", "BgzfWriter", "bam_header"]

@@ -3,6 +3,7 @@ valid and deterministic, and `peanut map -o x.bam` holds exactly the SAM run's r
 import gzip
 import os
 import struct
+import zlib
 
 import numpy as np
 import pysam
@@ -10,7 +11,7 @@ import pytest
 
 from helpers import EXAMPLE
 
-from peanut_py import bgzf, sam
+from peanut_py import _bgzf, bgzf, sam
 from peanut_py._bam import RefNames, sam_to_bam
 
 R1 = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
@@ -88,6 +89,29 @@ def test_every_tag_type_and_integer_width_as_htslib_writes_them(tmp_path):
     assert ours == _htslib_bam(tmp_path, header, lines)
 
 
+def test_fields_at_the_limits_of_their_types_as_htslib_writes_them(tmp_path):
+    header = "@HD\tVN:1.6\n@SQ\tSN:chrA\tLN:2147483647\n"
+    seq = "ACGTNacgtnRYKMSWBDHV=" * 5 + "A"  # every IUPAC code, lower case too, an odd length
+    cigar = "1M1000000N" * 50 + "2I" + f"{len(seq) - 52}M"  # 102 operations, a long reference span
+    lines = [
+        f"r1\t0\tchrA\t2147483647\t255\t4M\t=\t2147483647\t-2147483647\tACGT\t!!~~",
+        f"r2\t1\tchrA\t+7\t0\t4M\tchrA\t1\t+2147483647\tACGT\tIIII\tXI:i:+5\tXJ:i:-0",
+        f"{'n' * 254}\t0\tchrA\t100\t60\t{cigar}\t*\t0\t0\t{seq}\t{'I' * len(seq)}",
+    ]
+    ours = sam_to_bam(("\n".join(lines) + "\n").encode(), RefNames(["chrA"]))
+    assert ours == _htslib_bam(tmp_path, header, lines)
+
+
+def test_records_larger_than_their_lines_as_htslib_writes_them(tmp_path):
+    # a bare unmapped record takes more room in BAM than in SAM: the output outgrows its first allocation
+    header = "@HD\tVN:1.6\n@SQ\tSN:chrA\tLN:100\n"
+    lines = [f"u{i}\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*" for i in range(30_000)]
+    text = ("\n".join(lines) + "\n").encode()
+    ours = sam_to_bam(text, RefNames(["chrA"]))
+    assert len(ours) > 1.5 * len(text)
+    assert ours == _htslib_bam(tmp_path, header, lines)
+
+
 @pytest.mark.parametrize("line", [
     "r\t0\tnope\t1\t60\t4M\t*\t0\t0\tACGT\tIIII",  # a reference the header lacks
     "r\t0\tchrA\t1\t60\t4Q\t*\t0\t0\tACGT\tIIII",  # no such CIGAR operation
@@ -95,6 +119,12 @@ def test_every_tag_type_and_integer_width_as_htslib_writes_them(tmp_path):
     "r\t0\tchrA\tone\t60\t4M\t*\t0\t0\tACGT\tIIII",  # POS not a number
     "r\t0\tchrA\t1\t60\t4M\t*\t0\t0\tACGT",  # ten fields
     "r\t0\tchrA\t1\t60\t4M\t*\t0\t0\tACGT\tIIII\tXB:B:c,1",  # B arrays: not written by peanut-py
+    "r\t0\tchrA\t 1\t60\t4M\t*\t0\t0\tACGT\tIIII",  # a space before POS
+    "r\t0\tchrA\t1\t60\t4M\t*\t0\t2147483648\tACGT\tIIII",  # TLEN beyond 32 bits
+    "r\t0\tchrA\t2147483648\t60\t4M\t*\t0\t0\tACGT\tIIII",  # POS beyond 32 bits
+    "r\t-\tchrA\t1\t60\t4M\t*\t0\t0\tACGT\tIIII",  # a sign without digits
+    "r\t0\tchrA\t1\t60\t4M\t*\t0\t0\tACGT\tIIII\tXI:i:99999999999999999999",  # beyond 64 bits
+    "r\t0\tchrA\t1\t60\t4M\t*\t0\t0\tACGT\tII I",  # a quality below '!'
 ])
 def test_a_line_bam_cannot_carry_is_an_error(line):
     with pytest.raises(ValueError, match="line 2"):
@@ -124,6 +154,42 @@ def test_bgzf_blocks_are_valid_and_independent_of_how_the_stream_is_written():
         assert isize <= bgzf.BLOCK_SIZE
         at += size
     assert at == len(stream)
+
+
+def test_crc32_is_zlibs():
+    data = gzip.decompress(R1.read_bytes())
+    for n in list(range(40)) + [bgzf.BLOCK_SIZE, len(data)]:
+        assert _bgzf.crc32(data[:n]) == zlib.crc32(data[:n])
+        assert _bgzf.crc32(memoryview(data)[7:n]) == zlib.crc32(data[7:n])
+
+
+def _framed_as_the_spec_says(block):
+    """One BGZF block built field by field with struct and zlib (SAM v1.6, 4.1), the deflated body as
+    bgzf.py's deflate makes it."""
+    body = bgzf._deflate_body(block)
+    size = 18 + len(body) + 8
+    return (struct.pack("<4BI2BH2BHH", 31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, size - 1) + body
+            + struct.pack("<II", zlib.crc32(block), len(block)))
+
+
+def test_blocks_are_framed_as_the_spec_says():
+    rng = np.random.default_rng(11)
+    blocks = [rng.integers(0, 4, bgzf.BLOCK_SIZE, dtype=np.uint8).tobytes(), b"x", b"",
+              rng.bytes(bgzf.BLOCK_SIZE), memoryview(rng.bytes(5000))[3:4000]]
+    assert bgzf.compress_blocks(blocks) == b"".join(_framed_as_the_spec_says(b) for b in blocks)
+    with pytest.raises(ValueError, match="does not fit"):
+        bgzf.compress_blocks([bytes(bgzf.BLOCK_SIZE + 1)])
+
+
+def test_a_buffer_changed_after_it_was_written_is_written_as_it_was():
+    data = bytearray(np.random.default_rng(5).integers(0, 4, 300_000, dtype=np.uint8).tobytes())
+    expected = bytes(data)
+    got = []
+    w = bgzf.BgzfWriter(got.append, 2)
+    w.write(data)
+    data[:] = bytes(len(data))
+    w.close()
+    assert gzip.decompress(b"".join(got)) == expected
 
 
 def test_bam_output_holds_the_sam_records_whatever_the_threads(cli, example_index, tmp_path):
