@@ -103,6 +103,100 @@ cdef inline void set_unaligned(AlignResult *out) noexcept nogil:
     out.n_cigar = 0
 
 
+cdef enum:
+    REACH_BIG = 1 << 28         # a penalty above every budget (window edge): stops a reach scan
+    REACH_MAX_WIDTH = 64        # bands wider than this are left to the DP by the reach check
+
+
+cdef inline int32_t column_penalty(uint8_t a, uint8_t b, const Scoring *sc) noexcept nogil:
+    # what a column costs against a match: A - s(a, b)
+    if a == 4 or b == 4:
+        return sc.A + sc.ambig
+    return 0 if a == b else sc.A + sc.B
+
+
+cdef int32_t prefix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
+                          const Scoring *sc, int32_t budget) noexcept nogil:
+    """The largest x such that read[0:x] aligns ungapped on diagonal d (base q against ref[d + q]), its first
+    bases soft-clipped or not (local), at a penalty of at most ``budget`` against m*A (clipped bases cost A
+    each, plus ``clip``); the penalty only grows with x."""
+    cdef int32_t x, c, j, u = 0, v = REACH_BIG
+    for x in range(m):
+        j = d + x
+        c = column_penalty(read[x], ref[j], sc) if 0 <= j < n else REACH_BIG
+        u = u + c if u + c < REACH_BIG else REACH_BIG
+        if local:               # v: read[0:x+1] with a clipped prefix, the clip ending anywhere up to x+1
+            v = v + c if v + c < REACH_BIG else REACH_BIG
+            if sc.clip + sc.A * (x + 1) < v:
+                v = sc.clip + sc.A * (x + 1)
+        if u > budget and v > budget:
+            return x
+    return m
+
+
+cdef int32_t suffix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
+                          const Scoring *sc, int32_t budget) noexcept nogil:
+    """prefix_reach's mirror: the smallest y such that read[y:m] aligns ungapped on diagonal d, its last
+    bases soft-clipped or not (local), at a penalty of at most ``budget``."""
+    cdef int32_t y, c, j, u = 0, v = REACH_BIG
+    for y in range(m - 1, -1, -1):
+        j = d + y
+        c = column_penalty(read[y], ref[j], sc) if 0 <= j < n else REACH_BIG
+        u = u + c if u + c < REACH_BIG else REACH_BIG
+        if local:
+            v = v + c if v + c < REACH_BIG else REACH_BIG
+            if sc.clip + sc.A * (m - y) < v:
+                v = sc.clip + sc.A * (m - y)
+        if u > budget and v > budget:
+            return y + 1
+    return 0
+
+
+cdef bint no_rival_within(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t band_lo,
+                          int32_t band_hi, bint local, const Scoring *sc, int32_t pen) noexcept nogil:
+    """Whether every gapped or soft-clipped alignment in the band costs more than ``pen`` against m*A (the
+    penalty of an ungapped, unclipped alignment), for pen < 2 * (O + E), so that no such alignment has two
+    gaps (docs/alignment.md, "Ungapped shortcut"). One gap of length L costs O + L*E as a deletion, O + L*(A+E)
+    as an insertion; what is left of ``pen`` then bounds the penalty of the M stretches on either side, and
+    prefix_reach / suffix_reach say how far each diagonal's stretch can go within it. A soft-clipped ungapped
+    alignment pays clip + A per clipped base at one end. False where any such alignment may exist."""
+    cdef int32_t lo = band_lo if band_lo > -m else -m
+    cdef int32_t hi = band_hi if band_hi < n else n
+    cdef int32_t W = hi - lo + 1, k, L, budget, gap, pmax
+    cdef int32_t reach1[REACH_MAX_WIDTH]
+    cdef int32_t reach2[REACH_MAX_WIDTH]
+    if W > REACH_MAX_WIDTH or sc.A <= 0 or pen >= 2 * (sc.O + sc.E):
+        return False
+    # one budget for every case below (the largest they need): a reach only grows with its budget, so a
+    # larger one can only find more rivals
+    budget = pen - (sc.O + sc.E)
+    if local and pen - sc.clip - sc.A > budget:
+        budget = pen - sc.clip - sc.A
+    if budget < 0:
+        return True
+    for k in range(W):
+        reach1[k] = prefix_reach(read, m, ref, n, lo + k, local, sc, budget)
+        reach2[k] = suffix_reach(read, m, ref, n, lo + k, local, sc, budget)
+    for L in range(1, W):
+        gap = sc.O + L * sc.E               # deletion: read[0:x] on diagonal d, read[x:m] on d + L
+        if gap <= pen:
+            for k in range(W - L):
+                if reach1[k] >= reach2[k + L]:
+                    return False
+        gap = sc.O + L * (sc.A + sc.E)      # insertion of read[x:x+L]: read[0:x] on d, read[x+L:m] on d - L
+        if gap <= pen:
+            for k in range(L, W):
+                if reach1[k] + L >= reach2[k - L]:
+                    return False
+    if local and pen - sc.clip - sc.A >= 0:
+        pmax = (pen - sc.clip) // sc.A      # the most bases a soft clip within pen can take
+        for k in range(W):
+            # p >= 1 clipped first bases, read[p:m] on the diagonal; or the last q >= 1 bases clipped
+            if (reach2[k] if reach2[k] > 1 else 1) <= pmax or (m - reach1[k] if m - reach1[k] > 1 else 1) <= pmax:
+                return False
+    return True
+
+
 cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n,
                           int32_t band_lo, int32_t band_hi, bint local, const Scoring *sc,
                           uint32_t *cigar, AlignResult *out) noexcept nogil:
@@ -111,30 +205,34 @@ cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, in
 
     Every alignment scores at most A per aligned read base. One with a gap therefore scores at most
     m*A - (O+E), one that clips a read end (local) at most (m-1)*A - clip. An ungapped, unclipped alignment
-    on diagonal d with k mismatches (no N) scores S = m*A - k*(A+B). If S beats both bounds and every other
-    full-length ungapped alignment in the band scores strictly less than S, S is the unique optimum, every
-    prefix of it is the unique best path to its cells (strictly above a fresh start), so the DP's end-cell
-    rule and traceback return exactly it: pos d, CIGAR mM, NM k, AS S. Most reads (k <= 1 with bwa-mem's
-    scores) take this path, at a fraction of the DP's cost.
+    on diagonal d scores S = m*A - pen, pen the sum of its columns' penalties (A+B per mismatch, A+ambig per
+    N). If S beats every other alignment in the band strictly, S is the unique optimum, every prefix of it is
+    the unique best path to its cells (strictly above a fresh start), so the DP's end-cell rule and traceback
+    return exactly it: pos d, CIGAR mM, NM its mismatches and N, AS S. Other full-length ungapped alignments
+    are scored here; gapped and clipped ones are beaten outright when pen is below both bounds above, and
+    otherwise, for pen < 2*(O+E), by no_rival_within. Most reads take this path, at a fraction of the DP's
+    cost.
     """
-    cdef int32_t ab = sc.A + sc.B
     cdef int32_t bound = sc.O + sc.E
     cdef int32_t lo = band_lo if band_lo > 0 else 0
     cdef int32_t hi = band_hi if band_hi < n - m else n - m
-    cdef int32_t kmax, best, best_d = -1, d, q, s, rem
-    cdef bint found = False, tie = False, best_n = False, has_n
+    cdef int32_t pen_max, best, best_d = -1, best_nm = 0, d, q, s, rem, nm
+    cdef bint found = False, tie = False
     cdef uint8_t a, b
     if local and sc.A + sc.clip < bound:
         bound = sc.A + sc.clip
-    if ab <= 0 or lo > hi:
+    if lo > hi or sc.A + sc.B <= 0:
         return False
-    kmax = (bound - 1) // ab if bound >= 1 else -1     # largest k with k * (A + B) < bound
-    if kmax < 0:
+    # the largest penalty either argument accepts
+    pen_max = 2 * (sc.O + sc.E) - 1
+    if bound - 1 > pen_max:
+        pen_max = bound - 1
+    if pen_max < 0:
         return False
-    best = m * sc.A - kmax * ab                           # the least score accepted, then the best so far
+    best = m * sc.A - pen_max                            # the least score accepted, then the best so far
     for d in range(lo, hi + 1):
         s = 0
-        has_n = False
+        nm = 0
         rem = m
         for q in range(m):
             a = read[q]
@@ -142,27 +240,31 @@ cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, in
             rem -= 1
             if a == 4 or b == 4:
                 s -= sc.ambig
-                has_n = True
+                nm += 1
             elif a == b:
                 s += sc.A
             else:
                 s -= sc.B
-                if s + rem * sc.A < best:              # cannot reach (or tie) the best any more
-                    break
+                nm += 1
+            if s + rem * sc.A < best:                  # cannot reach (or tie) the best any more
+                break
         if s + rem * sc.A < best or rem > 0:
             continue
         if not found or s > best:
-            found, tie, best, best_d, best_n = True, False, s, d, has_n
+            found, tie, best, best_d, best_nm = True, False, s, d, nm
         else:
             tie = True                                   # s == best: the DP's tie rules would decide
-    if not found or tie or best_n:
+    if not found or tie:
+        return False
+    if m * sc.A - best >= bound and not no_rival_within(read, m, ref, n, band_lo, band_hi, local, sc,
+                                                        m * sc.A - best):
         return False
     out.ref_begin = best_d
     out.ref_end = best_d + m
     out.read_begin = 0
     out.read_end = m
     out.score = best
-    out.nm = (m * sc.A - best) // ab
+    out.nm = best_nm
     out.n_cigar = 1
     cigar[0] = (<uint32_t> m << 4) | OP_M
     return True
