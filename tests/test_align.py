@@ -294,7 +294,8 @@ def dp_decision(read, window, lo=0, hi=20, local=True, sc=BWA_MEM):
 def reach_pair(rng):
     """Pairs at the edge of the reach check (_align.pyx no_rival_within): 0-3 substitutions, often within a
     few bases of a read end (a soft clip may win), tandem repeats and two-letter windows (a gap may realign
-    the read as well), insertions and deletions of 1-3 bases, N, bands beside the truth."""
+    the read as well), insertions and deletions of 1-3 bases, a deletion and an insertion close together,
+    N, bands beside the truth."""
     m = int(rng.integers(1, 60))
     pad = int(rng.integers(0, 8))
     kind = rng.random()
@@ -323,6 +324,10 @@ def reach_pair(rng):
     elif r < 0.3 and m > 4:
         k = int(rng.integers(1, m - 1))
         read = np.concatenate([read[:k], rng.integers(0, 4, int(rng.integers(1, 3))).astype(np.uint8), read[k:]])
+    elif r < 0.4 and m > 12:  # a deletion and an insertion a few bases apart: two gaps, or substitutions
+        k = int(rng.integers(1, m - 11))
+        k2 = k + int(rng.integers(2, 10))
+        read = np.concatenate([read[:k], read[k + 1:k2], rng.integers(0, 4, 1).astype(np.uint8), read[k2:]])
     w = int(rng.integers(0, 8))
     shift = int(rng.integers(-4, 5)) if rng.random() < 0.3 else 0
     return read.astype(np.uint8), window, pad - w + shift, pad + w + shift
