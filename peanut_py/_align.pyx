@@ -103,6 +103,157 @@ cdef inline void set_unaligned(AlignResult *out) noexcept nogil:
     out.n_cigar = 0
 
 
+cdef enum:
+    REACH_BIG = 1 << 28         # a penalty above every budget (window edge): stops a reach scan
+    REACH_MAX_WIDTH = 64        # bands wider than this are left to the DP by the reach check
+    REACH_MAX_BUDGET = 32       # so are penalties whose budgets exceed this
+
+
+cdef inline int32_t column_penalty(uint8_t a, uint8_t b, const Scoring *sc) noexcept nogil:
+    # what a column costs against a match: A - s(a, b)
+    if a == 4 or b == 4:
+        return sc.A + sc.ambig
+    return 0 if a == b else sc.A + sc.B
+
+
+cdef void prefix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
+                       const Scoring *sc, int32_t max_budget, int32_t *reach) noexcept nogil:
+    """reach[r] for r = 0..max_budget: the largest x such that read[0:x] aligns ungapped on diagonal d (base
+    q against ref[d + q]), its first bases soft-clipped or not (local), at a penalty of at most r against
+    m*A (clipped bases cost A each, plus ``clip``). The penalty only grows with x, so one scan fills every r."""
+    cdef int32_t x, c, j, r, u = 0, v = REACH_BIG, now, before = 0
+    for x in range(m):
+        j = d + x
+        c = column_penalty(read[x], ref[j], sc) if 0 <= j < n else REACH_BIG
+        u = u + c if u + c < REACH_BIG else REACH_BIG
+        if local:               # v: read[0:x+1] with a clipped prefix, the clip ending anywhere up to x+1
+            v = v + c if v + c < REACH_BIG else REACH_BIG
+            if sc.clip + sc.A * (x + 1) < v:
+                v = sc.clip + sc.A * (x + 1)
+        now = u if u < v else v
+        if now > before:        # budgets before .. now - 1 end at x
+            for r in range(before, now if now <= max_budget else max_budget + 1):
+                reach[r] = x
+            before = now
+            if before > max_budget:
+                return
+    for r in range(before, max_budget + 1):
+        reach[r] = m
+
+
+cdef void suffix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
+                       const Scoring *sc, int32_t max_budget, int32_t *reach) noexcept nogil:
+    """prefix_reach's mirror: reach[r] is the smallest y such that read[y:m] aligns ungapped on diagonal d,
+    its last bases soft-clipped or not (local), at a penalty of at most r."""
+    cdef int32_t y, c, j, r, u = 0, v = REACH_BIG, now, before = 0
+    for y in range(m - 1, -1, -1):
+        j = d + y
+        c = column_penalty(read[y], ref[j], sc) if 0 <= j < n else REACH_BIG
+        u = u + c if u + c < REACH_BIG else REACH_BIG
+        if local:
+            v = v + c if v + c < REACH_BIG else REACH_BIG
+            if sc.clip + sc.A * (m - y) < v:
+                v = sc.clip + sc.A * (m - y)
+        now = u if u < v else v
+        if now > before:
+            for r in range(before, now if now <= max_budget else max_budget + 1):
+                reach[r] = y + 1
+            before = now
+            if before > max_budget:
+                return
+    for r in range(before, max_budget + 1):
+        reach[r] = 0
+
+
+cdef int32_t segment_penalty(const uint8_t *read, const uint8_t *ref, int32_t n, int32_t d, int32_t a, int32_t b,
+                             const Scoring *sc, int32_t limit) noexcept nogil:
+    """The penalty of read[a:b] ungapped on diagonal d, or more than ``limit`` once it exceeds it."""
+    cdef int32_t q, j, total = 0
+    for q in range(a, b):
+        j = d + q
+        if j < 0 or j >= n:
+            return REACH_BIG
+        total += column_penalty(read[q], ref[j], sc)
+        if total > limit:
+            return total
+    return total
+
+
+cdef inline int32_t gap_penalty(int32_t shift, const Scoring *sc) noexcept nogil:
+    # a gap moving the alignment from diagonal d to d + shift: a deletion of shift reference bases, or for
+    # shift < 0 an insertion of -shift read bases, which also lose their match
+    return sc.O + shift * sc.E if shift > 0 else sc.O - shift * (sc.A + sc.E)
+
+
+cdef bint no_rival_within(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t band_lo,
+                          int32_t band_hi, bint local, const Scoring *sc, int32_t pen) noexcept nogil:
+    """Whether every gapped or soft-clipped alignment in the band costs more than ``pen`` against m*A (the
+    penalty of an ungapped, unclipped alignment), for pen < 3 * (O + E), so that no such alignment has three
+    gaps (docs/alignment.md, "Ungapped shortcut"). A gap of length L costs O + L*E as a deletion, O + L*(A+E)
+    as an insertion; what is left of ``pen`` (the budget) bounds the penalty of each M stretch around the
+    gaps: prefix_reach / suffix_reach say how far a diagonal's first and last stretch can go within a budget,
+    and a middle stretch (two gaps) must cover what lies between them within it. A soft-clipped ungapped
+    alignment pays clip + A per clipped base at one end. False where any such alignment may exist."""
+    cdef int32_t lo = band_lo if band_lo > -m else -m
+    cdef int32_t hi = band_hi if band_hi < n else n
+    cdef int32_t W = hi - lo + 1, k, top, r, pmax, s1, s2, g1, g2, a, b, n_shifts = 0, u, v, RB
+    cdef int32_t reach1[REACH_MAX_WIDTH * (REACH_MAX_BUDGET + 1)]
+    cdef int32_t reach2[REACH_MAX_WIDTH * (REACH_MAX_BUDGET + 1)]
+    cdef int32_t shifts[2 * REACH_MAX_WIDTH]
+    if W > REACH_MAX_WIDTH or sc.A <= 0 or pen >= 3 * (sc.O + sc.E):
+        return False
+    # the largest budget any case below needs: one gap, or a clip
+    top = pen - (sc.O + sc.E)
+    if local and pen - sc.clip - sc.A > top:
+        top = pen - sc.clip - sc.A
+    if top < 0:
+        return True
+    if top > REACH_MAX_BUDGET:
+        return False
+    RB = top + 1                            # reach1[k * RB + r]: diagonal lo + k, budget r
+    for k in range(W):
+        prefix_reach(read, m, ref, n, lo + k, local, sc, top, &reach1[k * RB])
+        suffix_reach(read, m, ref, n, lo + k, local, sc, top, &reach2[k * RB])
+    # one gap: read[0:x] on diagonal d, the gap, read[x + (inserted bases):m] on d + shift
+    for s1 in range(1 - W, W):
+        g1 = gap_penalty(s1, sc) if s1 != 0 else pen + 1
+        if g1 > pen:
+            continue
+        shifts[n_shifts] = s1
+        n_shifts += 1
+        r = pen - g1
+        for k in range(W):
+            if 0 <= k + s1 < W and reach1[k * RB + r] + (-s1 if s1 < 0 else 0) >= reach2[(k + s1) * RB + r]:
+                return False
+    # two gaps: diagonals d - s1, d and d + s2; the stretch on d covers read[a:b] at least
+    for u in range(n_shifts):
+        s1 = shifts[u]
+        g1 = gap_penalty(s1, sc)
+        for v in range(n_shifts):
+            s2 = shifts[v]
+            g2 = gap_penalty(s2, sc)
+            if g1 + g2 > pen:
+                continue
+            r = pen - g1 - g2
+            for k in range(W):
+                if not (0 <= k - s1 < W and 0 <= k + s2 < W):
+                    continue
+                a = reach1[(k - s1) * RB + r] + (-s1 if s1 < 0 else 0)
+                b = reach2[(k + s2) * RB + r] - (-s2 if s2 < 0 else 0)
+                if b <= a or segment_penalty(read, ref, n, lo + k, a, b, sc, r) <= r:
+                    return False
+    if local and pen - sc.clip - sc.A >= 0:
+        r = pen - sc.clip - sc.A
+        pmax = (pen - sc.clip) // sc.A      # the most bases a soft clip within pen can take
+        for k in range(W):
+            # p >= 1 clipped first bases, read[p:m] on the diagonal; or the last q >= 1 bases clipped
+            a = reach2[k * RB + r]
+            b = m - reach1[k * RB + r]
+            if (a if a > 1 else 1) <= pmax or (b if b > 1 else 1) <= pmax:
+                return False
+    return True
+
+
 cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n,
                           int32_t band_lo, int32_t band_hi, bint local, const Scoring *sc,
                           uint32_t *cigar, AlignResult *out) noexcept nogil:
@@ -111,30 +262,41 @@ cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, in
 
     Every alignment scores at most A per aligned read base. One with a gap therefore scores at most
     m*A - (O+E), one that clips a read end (local) at most (m-1)*A - clip. An ungapped, unclipped alignment
-    on diagonal d with k mismatches (no N) scores S = m*A - k*(A+B). If S beats both bounds and every other
-    full-length ungapped alignment in the band scores strictly less than S, S is the unique optimum, every
-    prefix of it is the unique best path to its cells (strictly above a fresh start), so the DP's end-cell
-    rule and traceback return exactly it: pos d, CIGAR mM, NM k, AS S. Most reads (k <= 1 with bwa-mem's
-    scores) take this path, at a fraction of the DP's cost.
+    on diagonal d scores S = m*A - pen, pen the sum of its columns' penalties (A+B per mismatch, A+ambig per
+    N). If S beats every other alignment in the band strictly, S is the unique optimum, every prefix of it is
+    the unique best path to its cells (strictly above a fresh start), so the DP's end-cell rule and traceback
+    return exactly it: pos d, CIGAR mM, NM its mismatches and N, AS S. Other full-length ungapped alignments
+    are scored here; gapped and clipped ones are beaten outright when pen is below both bounds above, and
+    otherwise, for pen < 3*(O+E), by no_rival_within. Most reads take this path, at a fraction of the DP's
+    cost.
     """
-    cdef int32_t ab = sc.A + sc.B
     cdef int32_t bound = sc.O + sc.E
     cdef int32_t lo = band_lo if band_lo > 0 else 0
     cdef int32_t hi = band_hi if band_hi < n - m else n - m
-    cdef int32_t kmax, best, best_d = -1, d, q, s, rem
-    cdef bint found = False, tie = False, best_n = False, has_n
+    cdef int32_t pen_max, best, best_d = -1, best_nm = 0, d, q, s, rem, nm, mid, t
+    cdef bint found = False, tie = False
     cdef uint8_t a, b
     if local and sc.A + sc.clip < bound:
         bound = sc.A + sc.clip
-    if ab <= 0 or lo > hi:
+    if lo > hi or sc.A + sc.B <= 0:
         return False
-    kmax = (bound - 1) // ab if bound >= 1 else -1     # largest k with k * (A + B) < bound
-    if kmax < 0:
+    # the largest penalty either argument accepts
+    pen_max = 3 * (sc.O + sc.E) - 1
+    if bound - 1 > pen_max:
+        pen_max = bound - 1
+    if pen_max < 0:
         return False
-    best = m * sc.A - kmax * ab                           # the least score accepted, then the best so far
-    for d in range(lo, hi + 1):
+    best = m * sc.A - pen_max                            # the least score accepted, then the best so far
+    # from the band's middle (the hit's diagonal) outwards: the best diagonal, found early, lets the others
+    # drop out at their first mismatches; the outcome does not depend on the order
+    mid = (band_lo + band_hi) // 2
+    mid = lo if mid < lo else (hi if mid > hi else mid)
+    for t in range(2 * (hi - lo) + 1):
+        d = mid + (t + 1) // 2 if t & 1 else mid - t // 2
+        if d < lo or d > hi:
+            continue
         s = 0
-        has_n = False
+        nm = 0
         rem = m
         for q in range(m):
             a = read[q]
@@ -142,27 +304,31 @@ cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, in
             rem -= 1
             if a == 4 or b == 4:
                 s -= sc.ambig
-                has_n = True
+                nm += 1
             elif a == b:
                 s += sc.A
             else:
                 s -= sc.B
-                if s + rem * sc.A < best:              # cannot reach (or tie) the best any more
-                    break
+                nm += 1
+            if s + rem * sc.A < best:                  # cannot reach (or tie) the best any more
+                break
         if s + rem * sc.A < best or rem > 0:
             continue
         if not found or s > best:
-            found, tie, best, best_d, best_n = True, False, s, d, has_n
+            found, tie, best, best_d, best_nm = True, False, s, d, nm
         else:
             tie = True                                   # s == best: the DP's tie rules would decide
-    if not found or tie or best_n:
+    if not found or tie:
+        return False
+    if m * sc.A - best >= bound and not no_rival_within(read, m, ref, n, band_lo, band_hi, local, sc,
+                                                        m * sc.A - best):
         return False
     out.ref_begin = best_d
     out.ref_end = best_d + m
     out.read_begin = 0
     out.read_end = m
     out.score = best
-    out.nm = (m * sc.A - best) // ab
+    out.nm = best_nm
     out.n_cigar = 1
     cigar[0] = (<uint32_t> m << 4) | OP_M
     return True

@@ -3,4 +3,5 @@ import numpy as np
 import numpy.typing as npt
 
 def masked_coverage(codes: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], table: npt.NDArray[np.uint8],
-                    values: npt.NDArray[np.uint64], q: int, hash_bits: int) -> npt.NDArray[np.int64]: ...
+                    values: npt.NDArray[np.uint64], q: int, hash_bits: int,
+                    reverse: bool = True) -> npt.NDArray[np.int64]: ...

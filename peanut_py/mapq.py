@@ -132,6 +132,9 @@ class MaskedQgrams:
         # the hash multiplies in the values' own width (32 bits up to q = 16), as _masked.pyx does
         kind = np.uint32 if 2 * self.q <= 32 else np.uint64
         values = np.asarray(masked if masked is not None else [], dtype=kind)
+        # a window is covered when it or its reverse complement is masked: with the reverse complements in
+        # the set too, one lookup of the window decides
+        values = np.unique(np.concatenate([values, reverse_complement_values(values, self.q)]))
         bits = 8 * np.dtype(kind).itemsize
         self._table = np.zeros(1 << self.HASH_BITS, dtype=np.uint8)
         self._table[((values * kind(2654435761)) >> kind(bits - self.HASH_BITS)).astype(np.intp)] = 1
@@ -145,4 +148,17 @@ class MaskedQgrams:
         if len(offsets) <= 1:
             return np.zeros(0, dtype=np.int64)
         return masked_coverage(np.ascontiguousarray(codes, dtype=np.uint8), offsets, self._table, self._values,
-                               self.q, self.HASH_BITS)
+                               self.q, self.HASH_BITS, reverse=False)
+
+
+def reverse_complement_values(values, q):
+    """The q-gram values (2 bits per base, first base most significant, A0 C1 G2 T3) of the reverse complements
+    of ``values``, in the same unsigned dtype."""
+    values = np.asarray(values)
+    kind = values.dtype.type
+    out = np.zeros_like(values)
+    v = values.copy()
+    for _ in range(int(q)):
+        out = (out << kind(2)) | (kind(3) - (v & kind(3)))
+        v = v >> kind(2)
+    return out

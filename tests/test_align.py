@@ -215,6 +215,18 @@ def shortcut_pair(rng):
     return read, window, pad - w + shift, pad + w + shift
 
 
+def assert_batch_same_without_shortcut(pairs, local, sc):
+    """align_batch on (read, window, band_lo, band_hi) pairs gives the same fields with and without the
+    ungapped shortcut."""
+    rseq, roff, fseq, foff = make_batch(pairs)
+    lo = np.array([p[2] for p in pairs])
+    hi = np.array([p[3] for p in pairs])
+    fast = align_batch(rseq, roff, fseq, foff, 5000, lo, hi, local, **sc)
+    slow = align_batch(rseq, roff, fseq, foff, 5000, lo, hi, local, shortcut=False, **sc)
+    for field in fast._fields:
+        assert np.array_equal(getattr(fast, field), getattr(slow, field)), field
+
+
 @pytest.mark.parametrize("scheme", range(len(SCHEMES)))
 def test_ungapped_shortcut_equals_dynamic_program(scheme):
     """_align.pyx skips the DP where an ungapped, unclipped alignment is provably the unique optimum
@@ -235,13 +247,7 @@ def test_ungapped_shortcut_equals_dynamic_program(scheme):
     # with bwa-mem's scores most of these reads (0-1 substitution, unique) take the shortcut
     if scheme == 0:
         assert taken > 0.3 * len(pairs)
-    rseq, roff, fseq, foff = make_batch(pairs)
-    lo = np.array([p[2] for p in pairs])
-    hi = np.array([p[3] for p in pairs])
-    fast = align_batch(rseq, roff, fseq, foff, 5000, lo, hi, local, **sc)
-    slow = align_batch(rseq, roff, fseq, foff, 5000, lo, hi, local, shortcut=False, **sc)
-    for field in fast._fields:
-        assert np.array_equal(getattr(fast, field), getattr(slow, field)), field
+    assert_batch_same_without_shortcut(pairs, local, sc)
     # and a subset against the plain Python dynamic program
     for p in range(0, len(pairs), 15):
         read, window, l, h = pairs[p]
@@ -257,12 +263,100 @@ def test_ungapped_shortcut_refuses_ties_and_gaps():
     rng = np.random.default_rng(5)
     window = rng.integers(0, 4, 60).astype(np.uint8)
     read = window[10:50].copy()
-    read[[5, 30]] = (read[[5, 30]] + 1) % 4  # two mismatches cost 10 > a gap's 7: the DP must decide
-    assert ungapped_shortcut(read, window, 0, 20, True, **BWA_MEM) is None
+    read[[5, 30]] = (read[[5, 30]] + 1) % 4
+    # two mismatches cost 10, more than a gap's 7, but no gapped or clipped alignment of this random window
+    # comes within 10 of a perfect one (the reach check): the shortcut still decides, as the DP would
+    assert ungapped_shortcut(read, window, 0, 20, True, **BWA_MEM) == (10, 40 - 10, 2) == dp_decision(read, window)
     read[30] = window[40]
     assert ungapped_shortcut(read, window, 0, 20, True, **BWA_MEM) == (10, 40 - 5, 1)
-    read[12] = 4  # an N: left to the DP
+    read[12] = 4  # an N besides the mismatch: 5 + 2, within the reach check
+    assert ungapped_shortcut(read, window, 0, 20, True, **BWA_MEM) == (10, 40 - 5 - 2, 2) == dp_decision(read, window)
+    read = window[10:50].copy()
+    read[[36, 38]] = (read[[36, 38]] + 1) % 4  # clipping the last 4 bases costs 5 + 4 < 10: the DP clips
     assert ungapped_shortcut(read, window, 0, 20, True, **BWA_MEM) is None
+    assert align(read, window, 0, 0, 20, True, **BWA_MEM).cigar_string == "36M4S"
+    assert ungapped_shortcut(read, window, 0, 20, False, **BWA_MEM) == (10, 40 - 10, 2)  # semiglobal: no clip
+    # a one-base deletion before GGGGCGGGGGG leaves the read two mismatches from the window ungapped; the
+    # deletion (7) beats them (10): left to the DP
+    gapped = window.copy()
+    gapped[40:51] = codes("GGGGCGGGGGG")
+    read = np.concatenate([gapped[10:40], gapped[41:51]])
+    assert ungapped_shortcut(read, gapped, 0, 20, True, **BWA_MEM) is None
+    assert align(read, gapped, 0, 0, 20, True, **BWA_MEM).cigar_string == "30M1D10M"
+
+
+def dp_decision(read, window, lo=0, hi=20, local=True, sc=BWA_MEM):
+    """The DP's (window position, AS, NM) when its alignment is ungapped and unclipped, else None."""
+    dp = align(read, window, 0, lo, hi, local, shortcut=False, **sc)
+    return (dp.pos, dp.score, dp.nm) if dp.cigar_string == f"{read.size}M" else None
+
+
+def reach_pair(rng):
+    """Pairs at the edge of the reach check (_align.pyx no_rival_within): 0-3 substitutions, often within a
+    few bases of a read end (a soft clip may win), tandem repeats and two-letter windows (a gap may realign
+    the read as well), insertions and deletions of 1-3 bases, a deletion and an insertion close together,
+    N, bands beside the truth."""
+    m = int(rng.integers(1, 60))
+    pad = int(rng.integers(0, 8))
+    kind = rng.random()
+    if kind < 0.3:
+        window = np.resize(rng.integers(0, 4, int(rng.integers(1, 5))).astype(np.uint8), m + 2 * pad)
+        a = int(rng.integers(0, window.size))
+        if rng.random() < 0.5:
+            window[:a] = rng.integers(0, 4, a)
+    elif kind < 0.4:
+        window = rng.integers(0, 2, m + 2 * pad).astype(np.uint8)
+    else:
+        window = rng.integers(0, 4, m + 2 * pad).astype(np.uint8)
+    read = window[pad:pad + m].copy()
+    for _ in range(int(rng.integers(0, 4))):
+        end = int(rng.integers(0, min(m, 6)))
+        p = int(rng.integers(0, m)) if rng.random() < 0.6 else (end if rng.random() < 0.5 else m - 1 - end)
+        read[p] = (read[p] + int(rng.integers(1, 4))) % 4
+    if rng.random() < 0.15:
+        read[int(rng.integers(0, m))] = 4
+    if rng.random() < 0.1:
+        window[int(rng.integers(0, window.size))] = 4
+    r = rng.random()
+    if r < 0.15 and m > 4:
+        k, n_del = int(rng.integers(1, m - 1)), int(rng.integers(1, 4))
+        read = np.concatenate([read[:k], read[k + n_del:], window[pad + m:pad + m + n_del]])
+    elif r < 0.3 and m > 4:
+        k = int(rng.integers(1, m - 1))
+        read = np.concatenate([read[:k], rng.integers(0, 4, int(rng.integers(1, 3))).astype(np.uint8), read[k:]])
+    elif r < 0.4 and m > 12:  # a deletion and an insertion a few bases apart: two gaps, or substitutions
+        k = int(rng.integers(1, m - 11))
+        k2 = k + int(rng.integers(2, 10))
+        read = np.concatenate([read[:k], read[k + 1:k2], rng.integers(0, 4, 1).astype(np.uint8), read[k2:]])
+    w = int(rng.integers(0, 8))
+    shift = int(rng.integers(-4, 5)) if rng.random() < 0.3 else 0
+    return read.astype(np.uint8), window, pad - w + shift, pad + w + shift
+
+
+REACH_SCHEMES = SCHEMES + [dict(A=1, B=4, O=6, E=1, ambig=1, clip=0), dict(A=1, B=1, O=1, E=0, ambig=0, clip=1),
+                           dict(A=3, B=1, O=2, E=3, ambig=3, clip=0)]
+
+
+@pytest.mark.parametrize("scheme", range(len(REACH_SCHEMES)))
+def test_ungapped_shortcut_reach_check_equals_dynamic_program(scheme):
+    """Beyond the simple bounds (a mismatch cheaper than a gap or a clip) the shortcut decides only where no
+    gapped or clipped alignment can come as close to a perfect one (docs/alignment.md): batches with and
+    without the shortcut must be identical. Without either half of the check (gaps, clips) these pairs
+    differ for most schemes."""
+    sc = REACH_SCHEMES[scheme]
+    rng = np.random.default_rng(300 + scheme)
+    pairs = [reach_pair(rng) for _ in range(6000)]
+    local = rng.random(len(pairs)) < 0.6
+    assert_batch_same_without_shortcut(pairs, local, sc)
+    # the reach check decides a share of its own: pairs whose penalty reaches a gap's or a clip's cost
+    bound = min(sc["O"] + sc["E"], sc["A"] + sc["clip"])
+    beyond = 0
+    for (read, window, l, h), loc in zip(pairs, local):
+        decided = ungapped_shortcut(read, window, l, h, loc, **sc)
+        if decided is not None and read.size * sc["A"] - decided[1] >= (bound if loc else sc["O"] + sc["E"]):
+            beyond += 1
+    if scheme == 0:
+        assert beyond > 0.05 * len(pairs)
 
 
 def test_empty_batch():

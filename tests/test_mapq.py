@@ -9,7 +9,7 @@ import pytest
 from peanut_py.filtration import guaranteed_errors
 from peanut_py.mapq import (CLOSE_RIVAL_IDENTITY, CROWD_CAP, CROWD_MIN, CROWD_ZERO, MAPQ_COEF_LEN, MAPQ_MAX,
                             MASKED_FAMILY_SHARE, PAIR_MAPQ_BOOST, UNSEEN_EXTRA_EDITS, MaskedQgrams, close_rival,
-                            close_rival_gap, mapq_model, pair_mapq, unseen_rival_score)
+                            close_rival_gap, mapq_model, pair_mapq, reverse_complement_values, unseen_rival_score)
 from peanut_py.options import Scoring
 from peanut_py.postprocess import next_stratum_sizes
 from peanut_py.ranking import rank_hits
@@ -224,6 +224,22 @@ def test_masked_coverage_against_brute_force(q):
     # a slice of reads, with the offsets into the whole batch
     assert MaskedQgrams(masked, q).coverage(codes, offsets[50:121]).tolist() == want[50:120]
     assert MaskedQgrams(None, q).coverage(codes, offsets).tolist() == [0] * len(reads)
+
+
+@pytest.mark.parametrize("q", [1, 5, 16, 20, 32])
+def test_reverse_complement_values_against_strings(q):
+    """MaskedQgrams looks a window up once against the masked values and their reverse complements."""
+    rng = np.random.default_rng(40 + q)
+    kind = np.uint32 if 2 * q <= 32 else np.uint64
+    ends = np.array([0, 4 ** q - 1], dtype=np.uint64)
+    values = np.concatenate([ends, rng.integers(0, 4 ** q, 300, dtype=np.uint64)]).astype(kind)
+    want = []
+    for v in values.tolist():
+        bases = [(v >> 2 * (q - 1 - k)) & 3 for k in range(q)]
+        want.append(sum((3 - c) << 2 * (q - 1 - k) for k, c in enumerate(bases[::-1])))
+    got = reverse_complement_values(values, q)
+    assert got.dtype == values.dtype and got.tolist() == want
+    assert reverse_complement_values(got, q).tolist() == values.tolist()
 
 
 def sam_columns(path):
