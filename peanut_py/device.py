@@ -411,6 +411,19 @@ class Device:
             size -= size % multiple
         return max(1, size)
 
+    def local_group(self, kernel, wanted):
+        """Work-items of a work-group for ``kernel``, a kernel that a whole group runs together over local
+        memory: the largest power of two up to ``wanted`` that the device and the kernel allow, or None where
+        the kernel's local memory exceeds the device's (the caller then takes its one-work-item kernel)."""
+        info = _cl().kernel_work_group_info
+        if kernel.get_work_group_info(info.LOCAL_MEM_SIZE, self.cl_device) > self.cl_device.local_mem_size:
+            return None
+        limit = min(self.max_work_group, kernel.get_work_group_info(info.WORK_GROUP_SIZE, self.cl_device))
+        group = int(wanted)
+        while group > max(1, limit):
+            group //= 2
+        return group
+
     def launch(self, kernel, n, *args, preferred=256, queue=None):
         """Run a 1-D kernel over ``n`` work-items (global size rounded up; kernels guard ``gid < n``), on
         ``queue`` (default: the device's main queue)."""

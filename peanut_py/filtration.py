@@ -685,17 +685,7 @@ def slot_sort_group(device, knl):
     by_group = not device.host_memory if SLOT_SORT_BY_GROUP is None else SLOT_SORT_BY_GROUP
     if not by_group:
         return None
-    import pyopencl as cl
-
-    info = cl.kernel_work_group_info
-    kernel = knl.sort_slots_local
-    if kernel.get_work_group_info(info.LOCAL_MEM_SIZE, device.cl_device) > device.cl_device.local_mem_size:
-        return None  # a device with less local memory than SORT_LOCAL entries: one work-item per slot
-    limit = min(device.max_work_group, kernel.get_work_group_info(info.WORK_GROUP_SIZE, device.cl_device))
-    group = SORT_GROUP
-    while group > max(1, limit):
-        group //= 2
-    return group
+    return device.local_group(knl.sort_slots_local, SORT_GROUP)
 
 
 def _concatenate(device, parts):

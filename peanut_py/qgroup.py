@@ -20,12 +20,24 @@ from .scans import exclusive_sum
 
 QGroupHost = namedtuple("QGroupHost", "I S S_prime O")
 
+# The sort of O on a device with its own memory (GPUs), unfolded: slots of more than SORT_BY_GROUP_ABOVE
+# occurrences are sorted by a work-group of SORT_GROUP work-items each (sort_occurrences_group), in local
+# memory up to SORT_LOCAL entries (a power of two; 4 bytes each), the rest by one work-item per slot.
+# SORT_BY_GROUP None: so on GPUs only, where the repeats of a read buffer (slots of thousands of entries)
+# otherwise keep whole SIMD groups waiting for one work-item; a CPU device sorts each slot in one work-item
+# at no such cost.  True or False forces either (True needs fold 0).
+SORT_BY_GROUP = None
+SORT_BY_GROUP_ABOVE = 64
+SORT_GROUP = 128
+SORT_LOCAL = 4096
+
 
 def qgroup_kernels(device, q, s_stride=None, fold=None):
     """The kernels of ``kernels/qgroup.cl`` for q-grams of length ``q``, S sampled every ``s_stride`` groups
     and ``fold`` bases folded out of the key (default: the device's)."""
     return device.kernels("qgroup", Q=int(q), S_STRIDE=S_STRIDE if s_stride is None else int(s_stride),
-                          GROUP_BLOCK=GROUP_BLOCK, FOLD=default_fold(device) if fold is None else int(fold))
+                          GROUP_BLOCK=GROUP_BLOCK, FOLD=default_fold(device) if fold is None else int(fold),
+                          SORT_LOCAL=SORT_LOCAL)
 
 
 class ReadBuffer:
@@ -166,8 +178,8 @@ class QGroupIndex:
         device.launch(knl.fill_occurrences, rb.n_text, value_slot.data, n_text, cursor.data, self.O.data)
         del value_slot
         step("fill O")
-        device.launch(knl.sort_occurrences, self.n_distinct, self.Sp.data, np.uint32(self.n_distinct), rb.text.data,
-                      self.O.data, self.Ob.data)
+        sort_occurrences(device, knl, self.Sp, self.n_distinct, self.n_occurrences, rb.text, self.O, self.Ob,
+                         self.fold)
         step("sort O")
         del cursor
         self.timings = step.times
@@ -180,4 +192,33 @@ class QGroupIndex:
         """(I, S, S', O) as NumPy arrays; S is the sampled array when ``sample_s``."""
         return QGroupHost(self.I.get(), self.S.get(), self.Sp.get()[: self.n_distinct + 1],
                           self.O.get()[: self.n_occurrences])
+
+
+def sort_occurrences(device, knl, Sp, n_slots, n_occurrences, text, O, Ob, fold):
+    """Each slot ``O[Sp[s] .. Sp[s + 1])`` sorted in place by (folded bases, position) (kernels/qgroup.cl):
+    by one work-item per slot, and where :func:`occurrence_sort_group` says so, the slots above
+    SORT_BY_GROUP_ABOVE entries by a work-group each."""
+    group = occurrence_sort_group(device, knl, fold)
+    above = np.uint32(SORT_BY_GROUP_ABOVE if group else 0)
+    big = device.empty(n_occurrences // (SORT_BY_GROUP_ABOVE + 1) + 1 if group else 1, np.uint32)
+    big_counts = device.zeros(2, np.uint32)
+    device.launch(knl.sort_occurrences, n_slots, Sp.data, np.uint32(n_slots), text.data, O.data, Ob.data, above,
+                  big.data, big_counts.data)
+    if not group:
+        return
+    n_big, n_scratch = (int(x) for x in big_counts.get())
+    if n_big:
+        scratch = device.empty(max(1, n_scratch), np.uint32)
+        cursor = device.zeros(1, np.uint32)
+        knl.sort_occurrences_group(device.queue, (n_big * group,), (group,), Sp.data, big.data, O.data, scratch.data,
+                                   cursor.data)
+
+
+def occurrence_sort_group(device, knl, fold):
+    """Work-items per work-group of ``sort_occurrences_group``, or None for one work-item per slot throughout
+    (see SORT_BY_GROUP; folded indexes sort by a key wider than the group sort's)."""
+    by_group = not device.host_memory if SORT_BY_GROUP is None else SORT_BY_GROUP
+    if not by_group or fold:
+        return None
+    return device.local_group(knl.sort_occurrences_group, SORT_GROUP)
 

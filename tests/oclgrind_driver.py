@@ -109,13 +109,14 @@ def wrapper_results(device, workdir):
     """The wrapper calls of the check besides the mapping run, on ``device``: filtration as a whole, per
     reference position, in hit windows smaller than a read strand's hits (merged afterwards), with masked
     q-grams, with the q-gram table in parts and streamed, and with the slots sorted by a work-group each in
-    local blocks of GROUP_SORT_LOCAL entries (the GPU's slot sort, whatever ``device`` is); validation of
+    local blocks of GROUP_SORT_LOCAL entries (the GPU's slot sort, whatever ``device`` is); the q-group
+    index unfolded with O sorted the same way; validation of
     candidates widened to need every bit-vector size; mate rescue in work-groups of
     several sizes; the final alignment in both scratch layouts.  A dict of arrays."""
     import pyopencl.array as cla
 
     from align_oracle import BWA_MEM, make_batch, random_pair
-    from peanut_py import filtration, rescue
+    from peanut_py import filtration, qgroup, rescue
     from peanut_py.align_device import LAYOUTS, align_batch_device
     from peanut_py.filtration import Candidates, filter_reference
     from peanut_py.options import MapOptions
@@ -158,6 +159,19 @@ def wrapper_results(device, workdir):
             out[f"group_sort.{field}"] = values
     finally:
         filtration.SLOT_SORT_BY_GROUP, filtration.SORT_LOCAL = saved
+    # O sorted by a work-group per slot of more than one entry, in local blocks of GROUP_SORT_LOCAL (a GPU's
+    # sort of O, unfolded), over the reads and tandem repeats (slots of hundreds of entries, merged in passes)
+    repeats = np.concatenate([np.resize(np.array(m, np.uint8), 70) for m in ([0], [1, 2], [0, 3, 1]) * 6])
+    rep_codes = np.concatenate([codes, repeats])
+    rep_offsets = np.concatenate([offsets, offsets[-1] + 70 * np.arange(1, 19)])
+    saved = qgroup.SORT_BY_GROUP, qgroup.SORT_BY_GROUP_ABOVE, qgroup.SORT_LOCAL
+    qgroup.SORT_BY_GROUP, qgroup.SORT_BY_GROUP_ABOVE, qgroup.SORT_LOCAL = True, 1, GROUP_SORT_LOCAL
+    try:
+        unfolded = QGroupIndex(device, ReadBuffer(device, rep_codes, rep_offsets, q=resident.q), resident.q, fold=0)
+        out["group_sort.O"] = unfolded.O.get()[: unfolded.n_occurrences]
+        out["group_sort.Sp"] = unfolded.Sp.get()[: unfolded.n_distinct + 1]
+    finally:
+        qgroup.SORT_BY_GROUP, qgroup.SORT_BY_GROUP_ABOVE, qgroup.SORT_LOCAL = saved
     for name, table in tables.items():
         assert len(table.parts) > 1 if name == "parts" else table.streamed
         for field, values in filter_reference(device, table, qi, rb).to_host().items():

@@ -243,4 +243,10 @@ def test_wrapper_variants_under_oclgrind_equal_the_default_device(oclgrind_run, 
     assert want["group_sort.votes"].max() > driver.GROUP_SORT_LOCAL
     for field in ("rs", "diag_lo", "diag_hi", "votes"):
         np.testing.assert_array_equal(want[f"group_sort.{field}"], want[f"per_position.{field}"], err_msg=field)
+    # O sorted by work-groups, with slots beyond their local block: ascending inside every slot
+    O, Sp = want["group_sort.O"].astype(np.int64), want["group_sort.Sp"].astype(np.int64)
+    assert np.diff(Sp).max() > driver.GROUP_SORT_LOCAL and Sp[-1] == len(O)
+    inside = np.ones(len(O), bool)
+    inside[Sp[:-1]] = False
+    assert (np.diff(O)[inside[1:]] > 0).all()
     assert (want["align_item.pos"] >= 0).sum() >= 8

@@ -9,6 +9,7 @@ from peanut_py.errors import PeanutError
 from peanut_py import device as devmod
 from peanut_py import layout
 from peanut_py.layout import BUILD_BYTES_PER_BASE, index_fixed_bytes, reads_per_buffer
+from peanut_py import qgroup as qgroup_mod
 from peanut_py.qgroup import QGroupIndex, ReadBuffer
 from qgram_oracle import read_fastq_codes, ref_qgrams, ref_text
 
@@ -95,31 +96,68 @@ def test_qgroup_random_reads(device, q, stride, fold):
     check_index(device, codes, offsets, q, sample_s, fold, max(stride, 2))
 
 
-@pytest.mark.parametrize("fold", [0, 1])
-def test_sort_occurrences_any_order(device, fold):
-    """The slot sort of O on shuffled slots: insertion within budget, heapsort for badly ordered long slots;
-    folded, by (last base of the q-gram at the position, position)."""
+# (fold, by_group, SORT_LOCAL, SORT_GROUP): one work-item per slot (a CPU device's way), and on unfolded
+# indexes (a GPU's) the slots above SORT_BY_GROUP_ABOVE entries by a work-group: local blocks of the default
+# size or of 64 / 16 entries merged in passes, groups of 128, fewer work-items than blocks, one work-item.
+SORT_VARIANTS = [(0, False, None, None), (1, False, None, None), (0, True, None, 128), (0, True, 64, 4),
+                 (0, True, 16, 1), (0, True, 64, 128)]
+
+
+@pytest.mark.parametrize("fold,by_group,sort_local,group", SORT_VARIANTS)
+def test_sort_occurrences_any_order(device, monkeypatch, fold, by_group, sort_local, group):
+    """The slot sort of O on shuffled slots: insertion within budget, heapsort for badly ordered long slots,
+    or a work-group per long slot; folded, by (last base of the q-gram at the position, position)."""
     import pyopencl.array as cla
 
-
+    monkeypatch.setattr(qgroup_mod, "SORT_BY_GROUP", by_group)
+    if sort_local:
+        monkeypatch.setattr(qgroup_mod, "SORT_LOCAL", sort_local)
+    if group:
+        monkeypatch.setattr(qgroup_mod, "SORT_GROUP", group)
     rng = np.random.default_rng(5)
     q = 8
-    sizes = np.array([1, 0, 2, 5, 32, 33, 200, 1000, 4000, 3, 7000])
+    sizes = np.array([1, 0, 2, 5, 32, 33, 200, 1000, 4000, 3, 7000, 64, 65, 4096, 4097, 129, 8192 + 17])
     Sp = np.concatenate([[0], np.cumsum(sizes)]).astype(np.uint32)
     top = 1 << 31 if fold == 0 else 20_000  # folded: positions of a text of random bases
     O = rng.integers(0, top, Sp[-1], dtype=np.uint64).astype(np.uint32)
     O[Sp[7] : Sp[8]] = np.arange(1000)[::-1]  # descending: the worst case for insertion
     O[Sp[8] : Sp[9]] = np.arange(4000) ^ 1  # nearly sorted: insertion within budget
+    O[Sp[16] : Sp[16] + 100] = 12345  # equal entries
     text = rng.integers(0, 4, 20_000 + q).astype(np.uint8)
     d_O, d_Ob = cla.to_device(device.queue, O), cla.zeros(device.queue, len(O), np.uint8)
-    knl = device.kernels("qgroup", Q=q, S_STRIDE=layout.S_STRIDE, GROUP_BLOCK=layout.GROUP_BLOCK, FOLD=fold)
-    device.launch(knl.sort_occurrences, len(sizes), cla.to_device(device.queue, Sp).data, np.uint32(len(sizes)),
-                  cla.to_device(device.queue, text).data, d_O.data, d_Ob.data)
+    knl = qgroup_mod.qgroup_kernels(device, q, fold=fold)
+    assert (qgroup_mod.occurrence_sort_group(device, knl, fold) is not None) == by_group
+    qgroup_mod.sort_occurrences(device, knl, cla.to_device(device.queue, Sp), len(sizes), len(O),
+                                cla.to_device(device.queue, text), d_O, d_Ob, fold)
     last = text[O.astype(np.int64) + q - 1].astype(np.uint64) if fold else np.zeros(len(O), np.uint64)
     key = (last << np.uint64(32)) | O
     want = np.concatenate([np.sort(key[Sp[i] : Sp[i + 1]]) for i in range(len(sizes))])
     np.testing.assert_array_equal(d_O.get(), (want & np.uint64(0xFFFFFFFF)).astype(np.uint32))
     np.testing.assert_array_equal(d_Ob.get(), (want >> np.uint64(32)).astype(np.uint8))  # stays 0 unfolded
+
+
+@pytest.mark.parametrize("sort_local", [None, 32])
+def test_qgroup_by_group_sort_on_repeats(device, monkeypatch, sort_local):
+    """The whole index with O sorted by work-groups (a GPU's way, run on this device): random reads with
+    tandem repeats and copies of one read, so that slots of thousands of occurrences arise."""
+    monkeypatch.setattr(qgroup_mod, "SORT_BY_GROUP", True)
+    if sort_local:
+        monkeypatch.setattr(qgroup_mod, "SORT_LOCAL", sort_local)
+    rng = np.random.default_rng(11)
+    codes, offsets = random_reads(rng, 3000, 80, 150, n_rate=0.002)
+    codes = codes.copy()
+    for r in range(0, 3000, 7):  # tandem repeats of a few motifs
+        motif = rng.integers(0, 4, rng.integers(1, 4)).astype(np.uint8)
+        a, b = offsets[r], offsets[r + 1]
+        codes[a:b] = np.resize(motif, b - a)
+    first = codes[offsets[1] : offsets[2]].copy()
+    for r in range(3, 3000, 11):  # copies of one read (its q-grams in hundreds of reads)
+        a = offsets[r]
+        n = min(len(first), offsets[r + 1] - a)
+        codes[a : a + n] = first[:n]
+    qi = check_index(device, codes, offsets, 12, True, fold=0)
+    sizes = np.diff(qi.Sp.get()[: qi.n_distinct + 1].astype(np.int64))
+    assert sizes.max() > 2 * (sort_local or qgroup_mod.SORT_LOCAL) and (sizes > qgroup_mod.SORT_BY_GROUP_ABOVE).sum() > 50
 
 
 @pytest.mark.parametrize("fold", [0, 1])

@@ -15,6 +15,7 @@
 // slot of rs: every read strand of the range owns one slot of a diagonal array, sized by the counting pass.
 
 #include "qgroup_lookup.clh"
+#include "sort_local.clh"
 #include "votes.clh"
 
 #ifndef STARTS_T
@@ -28,9 +29,6 @@
 #endif
 #ifndef SUFFIX_BITS
 #define SUFFIX_BITS 0
-#endif
-#ifndef SORT_LOCAL
-#define SORT_LOCAL 4096
 #endif
 
 // q-gram value (first base in the highest bits) of the Q bases at global position p of the packed sequence
@@ -419,83 +417,6 @@ __kernel void sort_slots(__global uint *diags, __global uint *scratch, __global 
     count_clusters_global(d, n, gap, need, &kept, &all);
     n_kept[s] = kept;
     n_all[s] = all;
-}
-
-// Sorts buf[0 .. m) ascending, m a power of two, by the work-group: a bitonic network, every step's m / 2
-// compare-exchanges spread over the group's work-items.  Every work-item of the group calls it with the
-// same m, so its barriers are reached by all of them.
-inline void bitonic_sort_local(__local uint *buf, uint m)
-{
-    uint lid = get_local_id(0), size = get_local_size(0);
-    for (uint k = 2; k <= m; k <<= 1) {
-        for (uint j = k >> 1; j > 0; j >>= 1) {
-            for (uint i = lid; i < m >> 1; i += size) {
-                uint x = ((i & ~(j - 1)) << 1) | (i & (j - 1)), y = x + j;  // the pair's entries
-                uint a = buf[x], b = buf[y];
-                uint lo = min(a, b), hi = max(a, b);
-                bool ascending = (x & k) == 0;  // the last merge (k = m) is ascending throughout
-                buf[x] = ascending ? lo : hi;
-                buf[y] = ascending ? hi : lo;
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
-    }
-}
-
-// Smallest power of two >= n (1 for n <= 1).
-inline uint ceil_pow2(uint n)
-{
-    uint m = 1;
-    while (m < n) m <<= 1;
-    return m;
-}
-
-// Sorts d[0 .. n), n <= SORT_LOCAL, by the work-group in local memory (buf): loaded coalesced, padded to a
-// power of two with 0xFFFFFFFF (which sorts last, so d gets its own entries back), sorted and written back.
-// Leaves the sorted entries in buf[0 .. n) as well.
-inline void sort_block_local(__global uint *d, uint n, __local uint *buf)
-{
-    uint lid = get_local_id(0), size = get_local_size(0), m = ceil_pow2(n);
-    for (uint i = lid; i < m; i += size) buf[i] = i < n ? d[i] : 0xFFFFFFFFu;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    bitonic_sort_local(buf, m);
-    for (uint i = lid; i < n; i += size) d[i] = buf[i];
-}
-
-// Entries of a[0 .. la) among the first k entries of the merge of the ascending runs a and b (ties: a's
-// first), found by binary search on the merge path.  Work-items that split one merge at output offsets
-// k1 < k2 < ... agree on every split, so each can merge its own part of the output.
-inline uint merge_path_split(__global const uint *a, uint la, __global const uint *b, uint lb, uint k)
-{
-    uint lo = k > lb ? k - lb : 0, hi = min(k, la);
-    while (lo < hi) {
-        uint i = lo + (hi - lo) / 2;  // i < la and k - i - 1 < lb: a[i] against the last entry of b taken
-        if (a[i] <= b[k - i - 1]) lo = i + 1; else hi = i;
-    }
-    return lo;
-}
-
-// One merge pass by the work-group: the ascending runs of src[0 .. n) at [2jw, 2jw + w) and [2jw + w,
-// 2jw + 2w) are merged into dst.  Each work-item writes one contiguous share of dst, finding where its share
-// starts in each pair of runs by merge_path_split, so the pass takes n / group size steps per work-item
-// whatever the run lengths.
-inline void merge_pass_group(__global const uint *src, __global uint *dst, uint n, uint w)
-{
-    uint lid = get_local_id(0), size = get_local_size(0);
-    uint share = (n + size - 1) / size;
-    uint o = min(n, lid * share), o_end = min(n, o + share);
-    while (o < o_end) {
-        uint p = o - o % (2 * w), m = min(n, p + w), e = min(n, p + 2 * w), stop = min(o_end, e);
-        __global const uint *a = src + p, *b = src + m;
-        uint la = m - p, lb = e - m;
-        uint i = merge_path_split(a, la, b, lb, o - p), j = o - p - i;
-        for (; o < stop; ++o) {
-            bool take_a = j >= lb || (i < la && a[i] <= b[j]);
-            dst[o] = take_a ? a[i] : b[j];
-            i += take_a;
-            j += 1 - take_a;
-        }
-    }
 }
 
 // Clusters of the sorted diagonals d[0 .. n) counted by the work-group: each work-item looks at the cluster

@@ -15,6 +15,7 @@
 // indexed when it lies inside one read strand and contains no code 4.
 
 #include "qgroup_lookup.clh"
+#include "sort_local.clh"
 
 // The last FOLD bases of the (valid) q-gram at text position t: its place inside its key's slot.
 inline uint folded_bases(__global const uchar *text, uint t)
@@ -182,12 +183,24 @@ inline void sift_down(__global uint *a, __global const uchar *text, uint root, u
 // is mostly ascending already (work-items are scheduled roughly in id order), so insertion sort runs first
 // with a budget of element moves; if the slot turns out to be badly out of order (budget spent), heapsort
 // (in place, O(n log n)) finishes it.  Slots of up to 32 entries always complete by insertion.
+// Unfolded, a slot of more than group_above entries (0: none) is left to sort_occurrences_group instead: its
+// number goes to big (big_counts[0] counts them; big_counts[1] sums the entries of those above SORT_LOCAL,
+// the scratch their merges need).  On a GPU one work-item per slot keeps its whole SIMD group waiting for
+// the longest slot among them, and the repeats of a read buffer make slots of thousands of entries.
 __kernel void sort_occurrences(__global const uint *Sp, const uint n_slots, __global const uchar *text,
-                               __global uint *O, __global uchar *Ob)
+                               __global uint *O, __global uchar *Ob, const uint group_above,
+                               __global uint *big, __global uint *big_counts)
 {
     uint s = get_global_id(0);
     if (s >= n_slots) return;
     uint lo = Sp[s], n = Sp[s + 1] - lo;
+#if FOLD == 0
+    if (group_above && n > group_above) {
+        big[atomic_inc(&big_counts[0])] = s;
+        if (n > SORT_LOCAL) atomic_add(&big_counts[1], n);
+        return;
+    }
+#endif
     __global uint *a = O + lo;
     ulong budget = 8 * (ulong)n + 512, moves = 0;
     for (uint x = 1; x < n; ++x) {
@@ -210,3 +223,35 @@ __kernel void sort_occurrences(__global const uint *Sp, const uint n_slots, __gl
 #endif
 }
 
+#if FOLD == 0
+// One work-group per slot listed by sort_occurrences (big): its entries, text positions, sorted ascending by
+// the whole group, in local memory up to SORT_LOCAL entries, else in blocks of SORT_LOCAL merged in passes
+// through its own part of scratch (taken from scratch_cursor; which part a slot gets does not change O).
+__kernel void sort_occurrences_group(__global const uint *Sp, __global const uint *big, __global uint *O,
+                                     __global uint *scratch, __global uint *scratch_cursor)
+{
+    __local uint buf[SORT_LOCAL];
+    __local uint scratch_lo;
+    uint s = big[get_group_id(0)], lid = get_local_id(0), size = get_local_size(0);
+    uint lo = Sp[s], n = Sp[s + 1] - lo;  // the same for the whole group
+    __global uint *d = O + lo;
+    if (n <= SORT_LOCAL) {
+        sort_block_local(d, n, buf);
+        return;
+    }
+    for (uint b = 0; b < n; b += SORT_LOCAL) {
+        sort_block_local(d + b, min((uint)SORT_LOCAL, n - b), buf);
+        barrier(CLK_LOCAL_MEM_FENCE);  // buf is read by the write-back before the next block loads
+    }
+    if (lid == 0) scratch_lo = atomic_add(scratch_cursor, n);
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);  // the passes read blocks other work-items wrote
+    __global uint *src = d, *dst = scratch + scratch_lo;
+    for (uint w = SORT_LOCAL; w < n; w <<= 1) {  // w < n <= 2^31 - 1: never overflows
+        merge_pass_group(src, dst, n, w);
+        barrier(CLK_GLOBAL_MEM_FENCE);
+        __global uint *swap = src; src = dst; dst = swap;
+    }
+    if (src != d)
+        for (uint i = lid; i < n; i += size) d[i] = src[i];
+}
+#endif
