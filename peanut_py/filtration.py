@@ -324,7 +324,7 @@ class _Filtration:
         where joining them (twice their bytes for a moment) would exceed ``join_budget``; (None, 0), with
         nothing kept, where the packed positions alone would exceed ``budget``."""
         device, knl = self.device, self.knl
-        packed_chunks, present, used = [], [], 0
+        packed_chunks, present, used, n_total = [], [], 0, 0
         for chunk in self.resident.qgram_chunks(self.max_buckets):
             self.step("upload")
             values, ranges, n = self._present(chunk)
@@ -335,7 +335,8 @@ class _Filtration:
             self.tools["hit_offsets"](sizes, starts, self.total, size=n, queue=device.queue)
             n_packed = int(self.total.get()[0])
             used += 4 * n_packed + 12 * n
-            if used > budget or sum(c.n_positions for c in packed_chunks) + n_packed >= 1 << 32:
+            n_total += n_packed
+            if used > budget or n_total >= 1 << 32:
                 self.step("gather")
                 return None, 0
             packed = device.empty(max(1, n_packed), np.uint32)
@@ -351,13 +352,13 @@ class _Filtration:
             for chunk, listed in zip(packed_chunks, present):
                 self._present_cache[(chunk.first_bucket, chunk.n_buckets)] = listed
             return packed_chunks, used
-        whole = self._join(packed_chunks, present)
+        whole = self._join(packed_chunks, present, n_total)
         self.step("gather")
         return [whole], used
 
-    def _join(self, chunks, present):
-        """One chunk of the packed positions of ``chunks`` one after the other, whose present kmers (cached
-        for it) are theirs with the ranges moved by each chunk's offset.  Bucket fields are those of the
+    def _join(self, chunks, present, n_positions):
+        """One chunk of the packed positions of ``chunks`` one after the other (``n_positions`` in all), whose
+        present kmers (cached for it) are theirs with the ranges moved by each chunk's offset.  Bucket fields are those of the
         whole table: no pass over a packed chunk reads its buckets."""
         import pyopencl.array as cla
 
@@ -373,7 +374,7 @@ class _Filtration:
         n_buckets = self.resident.n_buckets
         self._present_cache[(0, n_buckets)] = (values, ranges, n)
         return chunks[0]._replace(buckets=None, positions=positions, b_base=0, n_buckets=n_buckets, first_bucket=0,
-                                  n_positions=sum(c.n_positions for c in chunks))
+                                  n_positions=n_positions)
 
     # ---- one chunk of the q-gram table
     def _present(self, chunk):
