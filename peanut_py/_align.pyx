@@ -686,7 +686,15 @@ cdef int32_t md_core(const uint8_t *read, const uint8_t *ref, int64_t ref_begin,
         op = cigar[c] & 0xf
         l = cigar[c] >> 4
         if op == OP_M:
-            for x in range(l):
+            x = 0
+            while x < l:
+                if x + 8 <= l and words_match(read + q, ref + r):     # eight matches extend the run
+                    run += 8
+                    q += 8
+                    r += 8
+                    x += 8
+                    continue
+                x += 1
                 rc = read[q]
                 fc = ref[r]
                 if rc == fc and rc != 4:

@@ -53,6 +53,33 @@ cdef inline bint _masked(uint64_t v, const uint64_t *table, const uint64_t *valu
     return False
 
 
+cdef inline int64_t _read_coverage(const uint8_t[::1] codes, Py_ssize_t a, Py_ssize_t b, int q, uint64_t mask,
+                                  const uint64_t *table, const uint64_t *vals, const int32_t *slots, int slot_bits,
+                                  int shift, bint reverse, bint wide) noexcept nogil:
+    """masked_coverage of the read codes[a:b]."""
+    cdef uint64_t fwd = 0, rev = 0
+    cdef Py_ssize_t j, run = 0
+    cdef int64_t covered_to = 0, total = 0
+    cdef uint8_t c
+    for j in range(a, b):
+        c = codes[j]
+        if c > 3:
+            run = 0
+            continue
+        fwd = ((fwd << 2) | c) & mask
+        if reverse:
+            rev = (rev >> 2) | (<uint64_t> (3 - c) << (2 * (q - 1)))
+        run += 1
+        if run >= q and (_masked(fwd, table, vals, slots, slot_bits, shift, wide)
+                         or (reverse and _masked(rev, table, vals, slots, slot_bits, shift, wide))):
+            # the window covers bases j - q + 1 .. j
+            if covered_to < j - q + 1:
+                covered_to = j - q + 1
+            total += j + 1 - covered_to
+            covered_to = j + 1
+    return total
+
+
 def masked_coverage(const uint8_t[::1] codes, const int64_t[::1] offsets, const uint64_t[::1] table,
                     const uint64_t[::1] values, const int32_t[::1] slots, int q, int hash_bits, bint reverse=True):
     """Per read ``codes[offsets[i]:offsets[i + 1]]`` (A0 C1 G2 T3, others 4): its bases covered by a window
@@ -61,14 +88,11 @@ def masked_coverage(const uint8_t[::1] codes, const int64_t[::1] offsets, const 
     value_slots(values, bits), a power of two of them.
     ``reverse=False`` with values closed under reverse complement gives the same coverage with one lookup
     per window instead of two."""
-    cdef Py_ssize_t n_reads = offsets.shape[0] - 1, i, j, run
+    cdef Py_ssize_t n_reads = offsets.shape[0] - 1, i
     cdef int64_t[::1] out = np.zeros(max(n_reads, 0), dtype=np.int64)
     cdef bint wide = 2 * q > 32
     cdef int shift = (64 if wide else 32) - hash_bits
     cdef uint64_t mask = (<uint64_t> 1 << (2 * q)) - 1 if q < 32 else <uint64_t> -1
-    cdef uint64_t fwd, rev
-    cdef uint8_t c
-    cdef int64_t covered_to, total
     cdef Py_ssize_t n_values = values.shape[0]
     cdef const uint64_t *vals = &values[0] if n_values else NULL
     cdef int slot_bits = 0
@@ -80,25 +104,11 @@ def masked_coverage(const uint8_t[::1] codes, const int64_t[::1] offsets, const 
         raise ValueError("slots: not a power of two of them")
     with nogil:
         for i in range(n_reads):
-            fwd = 0
-            rev = 0
-            run = 0
-            covered_to = 0
-            total = 0
-            for j in range(offsets[i], offsets[i + 1]):
-                c = codes[j]
-                if c > 3:
-                    run = 0
-                    continue
-                fwd = ((fwd << 2) | c) & mask
-                rev = (rev >> 2) | (<uint64_t> (3 - c) << (2 * (q - 1)))
-                run += 1
-                if run >= q and (_masked(fwd, &table[0], vals, &slots[0], slot_bits, shift, wide)
-                                 or (reverse and _masked(rev, &table[0], vals, &slots[0], slot_bits, shift, wide))):
-                    # the window covers bases j - q + 1 .. j
-                    if covered_to < j - q + 1:
-                        covered_to = j - q + 1
-                    total += j + 1 - covered_to
-                    covered_to = j + 1
-            out[i] = total
+            # a constant ``wide``: each width compiles to its own loop
+            if wide:
+                out[i] = _read_coverage(codes, offsets[i], offsets[i + 1], q, mask, &table[0], vals, &slots[0],
+                                        slot_bits, shift, reverse, True)
+            else:
+                out[i] = _read_coverage(codes, offsets[i], offsets[i + 1], q, mask, &table[0], vals, &slots[0],
+                                        slot_bits, shift, reverse, False)
     return np.asarray(out)
