@@ -282,8 +282,9 @@ cdef bint no_rival_within(const uint8_t *read, int32_t m, const uint8_t *ref, in
         for k in range(W):
             if 0 <= k + s1 < W and reach1[k * RB + r] + (-s1 if s1 < 0 else 0) >= reach2[(k + s1) * RB + r]:
                 return False
-    # two gaps: diagonals d - s1, d and d + s2; the stretch on d covers read[a:b] at least
-    for u in range(n_shifts):
+    # two gaps: diagonals d - s1, d and d + s2; the stretch on d covers read[a:b] at least. Every gap costs
+    # at least O + E, so below twice that there is nothing to check
+    for u in range(n_shifts if pen >= 2 * (sc.O + sc.E) else 0):
         s1 = shifts[u]
         g1 = gap_penalty(s1, sc)
         for v in range(n_shifts):
@@ -292,9 +293,8 @@ cdef bint no_rival_within(const uint8_t *read, int32_t m, const uint8_t *ref, in
             if g1 + g2 > pen:
                 continue
             r = pen - g1 - g2
-            for k in range(W):
-                if not (0 <= k - s1 < W and 0 <= k + s2 < W):
-                    continue
+            # the diagonals k with k - s1 and k + s2 in the band
+            for k in range(max(0, s1, -s2), min(W, W + s1, W - s2)):
                 a = reach1[(k - s1) * RB + r] + (-s1 if s1 < 0 else 0)
                 b = reach2[(k + s2) * RB + r] - (-s2 if s2 < 0 else 0)
                 if b <= a or segment_penalty(read, ref, n, lo + k, a, b, sc, r) <= r:
