@@ -63,10 +63,6 @@ cdef inline int32_t column_score(uint8_t a, uint8_t b, const Scoring *sc) noexce
     return sc.A if a == b else -sc.B
 
 
-cdef inline int32_t imax(int32_t a, int32_t b) noexcept nogil:
-    return a if a > b else b
-
-
 cdef void work_init(AlignWork *w) noexcept nogil:
     w.H = NULL
     w.F = NULL
