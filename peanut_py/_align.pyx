@@ -10,7 +10,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
@@ -24,11 +24,21 @@ cdef enum:                          # BAM op codes
     OP_D = 2
     OP_S = 4
 
-cdef enum:                          # traceback byte: bits 0-1 where H came from, bit 2 E extended, bit 3 F extended
+cdef enum:                          # where H came from (traceback states)
     SRC_START = 0
     SRC_DIAG = 1
     SRC_E = 2
     SRC_F = 3
+
+cdef enum:                          # traceback byte: which predecessors H equals, and whether E and F extended
+    TB_DIAG = 1
+    TB_E = 2
+    TB_E_EXT = 4
+    TB_F_EXT = 8
+    TB_START = 16
+
+cdef enum:
+    ROW_ARRAYS = 6                  # F, D, HV, E, E extended, F extended: one band row each
 
 MAX_LENGTH = 65535   # read and window length limit (keeps int32 scores far from overflow)
 MAX_PENALTY = 1000   # limit for every scoring parameter
@@ -53,10 +63,6 @@ cdef inline int32_t column_score(uint8_t a, uint8_t b, const Scoring *sc) noexce
     return sc.A if a == b else -sc.B
 
 
-cdef inline int32_t imax(int32_t a, int32_t b) noexcept nogil:
-    return a if a > b else b
-
-
 cdef void work_init(AlignWork *w) noexcept nogil:
     w.H = NULL
     w.F = NULL
@@ -79,7 +85,8 @@ cdef int work_reserve(AlignWork *w, int32_t width, size_t cells) noexcept nogil:
         if p == NULL:
             return -1
         w.H = <int32_t *> p
-        p = realloc(w.F, (width + 1) * sizeof(int32_t))
+        # F and, behind it, the row scratch of dp_row: D, HV, E and the two gap-extension flags
+        p = realloc(w.F, ROW_ARRAYS * (width + 1) * sizeof(int32_t))
         if p == NULL:
             return -1
         w.F = <int32_t *> p
@@ -116,13 +123,48 @@ cdef inline int32_t column_penalty(uint8_t a, uint8_t b, const Scoring *sc) noex
     return 0 if a == b else sc.A + sc.B
 
 
+cdef extern from *:
+    uint64_t BYTE_LOW_BITS "0x0101010101010101ULL"      # bit 0 of each byte of a 64-bit word
+    uint64_t BYTE_N_BITS "0x0404040404040404ULL"        # bit 2 of each byte: set in code 4 (N) only
+
+
+cdef inline bint words_match(const uint8_t *read, const uint8_t *ref) noexcept nogil:
+    """Whether the eight columns read[0:8] against ref[0:8] are all matches of bases (no N)."""
+    cdef uint64_t a, b
+    memcpy(&a, read, 8)
+    memcpy(&b, ref, 8)
+    return a == b and not (a & BYTE_N_BITS)
+
+
+cdef inline void words_penalty(const uint8_t *read, const uint8_t *ref, int32_t *n_mis, int32_t *n_amb) noexcept nogil:
+    """Of the eight columns read[0:8] against ref[0:8] (codes 0..4): how many mismatch (two different bases)
+    and how many hold an N (code 4, the only code with bit 2 set), byte-parallel in one 64-bit word each."""
+    cdef uint64_t a, b, x, amb, diff
+    memcpy(&a, read, 8)
+    memcpy(&b, ref, 8)
+    x = a ^ b                                           # at most 7 per byte: shifts spill only into bits 6, 7
+    amb = ((a | b) >> 2) & BYTE_LOW_BITS
+    diff = (x | (x >> 1) | (x >> 2)) & BYTE_LOW_BITS
+    # the byte sums, each byte 0 or 1, gather in the top byte
+    n_amb[0] = <int32_t> ((amb * BYTE_LOW_BITS) >> 56)
+    n_mis[0] = <int32_t> (((diff & ~amb) * BYTE_LOW_BITS) >> 56)
+
+
 cdef void prefix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
                        const Scoring *sc, int32_t max_budget, int32_t *reach) noexcept nogil:
     """reach[r] for r = 0..max_budget: the largest x such that read[0:x] aligns ungapped on diagonal d (base
     q against ref[d + q]), its first bases soft-clipped or not (local), at a penalty of at most r against
     m*A (clipped bases cost A each, plus ``clip``). The penalty only grows with x, so one scan fills every r."""
-    cdef int32_t x, c, j, r, u = 0, v = REACH_BIG, now, before = 0
-    for x in range(m):
+    cdef int32_t x = 0, c, j, r, u = 0, v = REACH_BIG, now, before = 0, clip_v
+    while x < m:
+        # eight matches in a row leave u as it is and v at most at its first column's clip, so the penalty
+        # does not rise and no budget ends there
+        if x + 8 <= m and 0 <= d + x and d + x + 8 <= n and words_match(read + x, ref + d + x):
+            if local:
+                clip_v = sc.clip + sc.A * (x + 1)
+                v = clip_v if clip_v < v else v
+            x += 8
+            continue
         j = d + x
         c = column_penalty(read[x], ref[j], sc) if 0 <= j < n else REACH_BIG
         u = u + c if u + c < REACH_BIG else REACH_BIG
@@ -137,6 +179,7 @@ cdef void prefix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32
             before = now
             if before > max_budget:
                 return
+        x += 1
     for r in range(before, max_budget + 1):
         reach[r] = m
 
@@ -145,8 +188,14 @@ cdef void suffix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32
                        const Scoring *sc, int32_t max_budget, int32_t *reach) noexcept nogil:
     """prefix_reach's mirror: reach[r] is the smallest y such that read[y:m] aligns ungapped on diagonal d,
     its last bases soft-clipped or not (local), at a penalty of at most r."""
-    cdef int32_t y, c, j, r, u = 0, v = REACH_BIG, now, before = 0
-    for y in range(m - 1, -1, -1):
+    cdef int32_t y = m - 1, c, j, r, u = 0, v = REACH_BIG, now, before = 0, clip_v
+    while y >= 0:
+        if y >= 7 and 0 <= d + y - 7 and d + y + 1 <= n and words_match(read + y - 7, ref + d + y - 7):
+            if local:
+                clip_v = sc.clip + sc.A * (m - y)
+                v = clip_v if clip_v < v else v
+            y -= 8
+            continue
         j = d + y
         c = column_penalty(read[y], ref[j], sc) if 0 <= j < n else REACH_BIG
         u = u + c if u + c < REACH_BIG else REACH_BIG
@@ -161,6 +210,7 @@ cdef void suffix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32
             before = now
             if before > max_budget:
                 return
+        y -= 1
     for r in range(before, max_budget + 1):
         reach[r] = 0
 
@@ -168,14 +218,17 @@ cdef void suffix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32
 cdef int32_t segment_penalty(const uint8_t *read, const uint8_t *ref, int32_t n, int32_t d, int32_t a, int32_t b,
                              const Scoring *sc, int32_t limit) noexcept nogil:
     """The penalty of read[a:b] ungapped on diagonal d, or more than ``limit`` once it exceeds it."""
-    cdef int32_t q, j, total = 0
-    for q in range(a, b):
-        j = d + q
-        if j < 0 or j >= n:
-            return REACH_BIG
-        total += column_penalty(read[q], ref[j], sc)
+    cdef int32_t q = a, total = 0
+    if d + a < 0 or d + b > n:
+        return REACH_BIG if b > a else 0
+    while q < b:
+        if q + 8 <= b and words_match(read + q, ref + d + q):     # eight matches cost nothing
+            q += 8
+            continue
+        total += column_penalty(read[q], ref[d + q], sc)
         if total > limit:
             return total
+        q += 1
     return total
 
 
@@ -225,8 +278,9 @@ cdef bint no_rival_within(const uint8_t *read, int32_t m, const uint8_t *ref, in
         for k in range(W):
             if 0 <= k + s1 < W and reach1[k * RB + r] + (-s1 if s1 < 0 else 0) >= reach2[(k + s1) * RB + r]:
                 return False
-    # two gaps: diagonals d - s1, d and d + s2; the stretch on d covers read[a:b] at least
-    for u in range(n_shifts):
+    # two gaps: diagonals d - s1, d and d + s2; the stretch on d covers read[a:b] at least. Every gap costs
+    # at least O + E, so below twice that there is nothing to check
+    for u in range(n_shifts if pen >= 2 * (sc.O + sc.E) else 0):
         s1 = shifts[u]
         g1 = gap_penalty(s1, sc)
         for v in range(n_shifts):
@@ -235,9 +289,8 @@ cdef bint no_rival_within(const uint8_t *read, int32_t m, const uint8_t *ref, in
             if g1 + g2 > pen:
                 continue
             r = pen - g1 - g2
-            for k in range(W):
-                if not (0 <= k - s1 < W and 0 <= k + s2 < W):
-                    continue
+            # the diagonals k with k - s1 and k + s2 in the band
+            for k in range(max(0, s1, -s2), min(W, W + s1, W - s2)):
                 a = reach1[(k - s1) * RB + r] + (-s1 if s1 < 0 else 0)
                 b = reach2[(k + s2) * RB + r] - (-s2 if s2 < 0 else 0)
                 if b <= a or segment_penalty(read, ref, n, lo + k, a, b, sc, r) <= r:
@@ -273,7 +326,7 @@ cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, in
     cdef int32_t bound = sc.O + sc.E
     cdef int32_t lo = band_lo if band_lo > 0 else 0
     cdef int32_t hi = band_hi if band_hi < n - m else n - m
-    cdef int32_t pen_max, best, best_d = -1, best_nm = 0, d, q, s, rem, nm, mid, t
+    cdef int32_t pen_max, best, best_d = -1, best_nm = 0, d, q, s, rem, nm, mid, t, n_mis, n_amb
     cdef bint found = False, tie = False
     cdef uint8_t a, b
     if local and sc.A + sc.clip < bound:
@@ -298,10 +351,24 @@ cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, in
         s = 0
         nm = 0
         rem = m
-        for q in range(m):
+        # eight columns at a time; s + rem * A only falls, so stopping at a word's end instead of at the
+        # column where it drops below the best decides the same
+        q = 0
+        while q + 8 <= m:
+            words_penalty(read + q, ref + d + q, &n_mis, &n_amb)
+            s += sc.A * (8 - n_mis - n_amb) - sc.B * n_mis - sc.ambig * n_amb
+            nm += n_mis + n_amb
+            rem -= 8
+            q += 8
+            if s + rem * sc.A < best:                  # cannot reach (or tie) the best any more
+                break
+        if s + rem * sc.A < best:
+            continue
+        while q < m:
             a = read[q]
             b = ref[d + q]
             rem -= 1
+            q += 1
             if a == 4 or b == 4:
                 s -= sc.ambig
                 nm += 1
@@ -310,7 +377,7 @@ cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, in
             else:
                 s -= sc.B
                 nm += 1
-            if s + rem * sc.A < best:                  # cannot reach (or tie) the best any more
+            if s + rem * sc.A < best:
                 break
         if s + rem * sc.A < best or rem > 0:
             continue
@@ -334,20 +401,100 @@ cdef bint ungapped_unique(const uint8_t *read, int32_t m, const uint8_t *ref, in
     return True
 
 
+cdef inline uint8_t tb_source(uint8_t b) noexcept nogil:
+    """Where H came from, by the priority fresh start > diagonal > deletion > insertion among its equals."""
+    if b & TB_START:
+        return SRC_START
+    if b & TB_DIAG:
+        return SRC_DIAG
+    return SRC_E if b & TB_E else SRC_F
+
+
+cdef extern from *:
+    # pointers to arrays that no other pointer of the function reaches, so that its loops can be vectorised
+    ctypedef int32_t *i32_only "int32_t * __restrict__"
+    ctypedef uint8_t *u8_only "uint8_t * __restrict__"
+
+
+cdef inline int32_t dp_row(i32_only H, i32_only F, i32_only D, i32_only HV, i32_only E, i32_only E_EXT,
+                           i32_only F_EXT, u8_only tbrow, const uint8_t *ref, int32_t before, const int32_t *srow,
+                           int32_t k_lo, int32_t k_hi, bint first_at_zero, int32_t go, int32_t gext, bint local,
+                           int32_t floor, int32_t *row_best) noexcept nogil:
+    """One band row of align_core's dynamic program, cells k_lo..k_hi (cell k's column is j = before + k + 1,
+    its reference base ref[before + k]; with ``first_at_zero`` cell k_lo is column j = 0, which has no
+    diagonal predecessor). H[k] holds (i-1, j-1) on entry and (i, j) on return, H[k+1] and F[k+1] hold
+    (i-1, j); tbrow[k] gets the traceback byte (TB_* bits). Returns the row's first highest cell above
+    ``floor`` (a fresh start's value in local mode, where the fresh start also competes; VALID_MIN otherwise),
+    or -1, and its value in row_best.
+
+    Passes over the row, so that only the deletion chain (E, along the row), the one dependency from a cell
+    to the next, runs cell by cell: the diagonal and insertion terms first (HV: H but for deletions), the
+    chain, then H and the traceback bytes; the other passes are vectorised by the compiler. Called with a
+    constant ``local``, so each mode compiles to its own loops."""
+    cdef int32_t k, h, e = NEG_INF, up_open, up_ext, f, left_open, left_ext, hv
+    cdef int32_t best = floor, best_k = -1
+    if first_at_zero:
+        D[k_lo] = NEG_INF
+    for k in range(k_lo + first_at_zero, k_hi + 1):
+        D[k] = H[k] + srow[ref[before + k]]
+    for k in range(k_lo, k_hi + 1):
+        up_open = H[k + 1] - go
+        up_ext = F[k + 1] - gext
+        f = up_ext if up_ext > up_open else up_open            # ties: open
+        F_EXT[k] = up_ext > up_open
+        F[k] = f
+        hv = D[k] if D[k] > f else f
+        if local:
+            hv = hv if hv > floor else floor
+        HV[k] = hv
+    # E from HV instead of H (a shorter chain): where H is E's own value (above HV), a gap opened there costs
+    # E - go <= E - gext, so E comes out the same. So does its extension flag for O > 0; for O = 0 the flag
+    # says extended where H's says opened, and the traceback then reads the same D operations at the same
+    # score either way (H there came from E, and opening costs nothing)
+    left_open = NEG_INF - go
+    for k in range(k_lo, k_hi + 1):
+        left_ext = e - gext
+        E_EXT[k] = left_ext > left_open
+        e = left_ext if left_ext > left_open else left_open    # ties: open
+        E[k] = e
+        left_open = HV[k] - go
+    for k in range(k_lo, k_hi + 1):
+        h = HV[k] if HV[k] > E[k] else E[k]
+        H[k] = h
+        best = h if h > best else best
+        if local:
+            tbrow[k] = <uint8_t> ((h == D[k]) * TB_DIAG | (h == E[k]) * TB_E | E_EXT[k] * TB_E_EXT
+                                  | F_EXT[k] * TB_F_EXT | (h == floor) * TB_START)
+        else:
+            tbrow[k] = <uint8_t> ((h == D[k]) * TB_DIAG | (h == E[k]) * TB_E | E_EXT[k] * TB_E_EXT
+                                  | F_EXT[k] * TB_F_EXT)
+    row_best[0] = best
+    # the row's first (smallest j) highest cell
+    if best > floor:
+        best_k = k_lo
+        while H[best_k] != best:
+            best_k += 1
+    return best_k
+
+
 cdef int align_core(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n,
                     int32_t band_lo, int32_t band_hi, bint local, const Scoring *sc,
                     AlignWork *w, uint32_t *cigar, int32_t cigar_cap, AlignResult *out) noexcept nogil:
     cdef int32_t lo = band_lo if band_lo > -m else -m     # diagonals outside [-m, n] hold no cells
     cdef int32_t hi = band_hi if band_hi < n else n
-    cdef int32_t W, i, j, k, h, d, e, f, ee, hleft, up_open, up_ext, left_open, left_ext
-    cdef int32_t start_value, end_pen, t, best_t, best_i, best_j, rc, k_lo, k_hi
+    cdef int32_t W, i, j, k
+    cdef int32_t start_value, end_pen, t, best_t, best_i, best_j, rc, k_lo, k_hi, row_best, row_k
     cdef int32_t go = sc.O + sc.E
     cdef int32_t gext = sc.E
     cdef int32_t srow[5]
     cdef int32_t *H
     cdef int32_t *F
+    cdef int32_t *D
+    cdef int32_t *HV
+    cdef int32_t *E
+    cdef int32_t *E_EXT
+    cdef int32_t *F_EXT
     cdef uint8_t *tbrow
-    cdef uint8_t src
 
     set_unaligned(out)
     if m <= 0 or lo > hi:
@@ -359,6 +506,12 @@ cdef int align_core(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t 
         return -1
     H = w.H
     F = w.F
+    # dp_row's scratch rows behind F
+    D = F + w.row_cap
+    HV = D + w.row_cap
+    E = HV + w.row_cap
+    E_EXT = E + w.row_cap
+    F_EXT = E_EXT + w.row_cap
 
     # row 0: the alignment may begin at any reference position inside the band (free reference start)
     for k in range(W):
@@ -385,49 +538,31 @@ cdef int align_core(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t 
         for k in range(0, k_lo if k_lo < W else W):
             H[k] = NEG_INF
             F[k] = NEG_INF
-            tbrow[k] = 0
-        e = NEG_INF
-        hleft = NEG_INF
-        for k in range(k_lo, k_hi + 1):
-            j = i + lo + k
-            # H[k] still holds (i-1, j-1), H[k+1] and F[k+1] hold (i-1, j)
-            d = H[k] + srow[ref[j - 1]] if j > 0 else NEG_INF
-            up_open = H[k + 1] - go
-            up_ext = F[k + 1] - gext
-            f = up_ext if up_ext > up_open else up_open            # ties: open
-            left_open = hleft - go
-            left_ext = e - gext
-            ee = left_ext if left_ext > left_open else left_open   # ties: open
-            h = imax(imax(d, ee), f)
-            if local:
-                h = imax(h, start_value)
-            # priority fresh start > diagonal > deletion > insertion, written as overrides so it compiles
-            # to conditional moves instead of branches
-            src = SRC_F
-            if h == ee:
-                src = SRC_E
-            if h == d:
-                src = SRC_DIAG
-            if local and h == start_value:
-                src = SRC_START
-            tbrow[k] = src | ((left_ext > left_open) << 2) | ((up_ext > up_open) << 3)
-            H[k] = h
-            F[k] = f
-            e = ee
-            hleft = h
-            # candidate end cells: the last row (semiglobal) or any non-empty alignment (local)
-            if (local and src != SRC_START) or (not local and i == m):
-                t = h - end_pen if local else h
-                if t > VALID_MIN and (t > best_t or (t == best_t and (j < best_j or (j == best_j and i > best_i)))):
-                    best_t = t
-                    best_i = i
-                    best_j = j
+            tbrow[k] = TB_START
+        if k_lo > k_hi:
+            row_k = -1
+        elif local:
+            row_k = dp_row(H, F, D, HV, E, E_EXT, F_EXT, tbrow, ref, i + lo - 1, srow, k_lo, k_hi,
+                           i + lo + k_lo == 0, go, gext, True, start_value, &row_best)
+        else:
+            row_k = dp_row(H, F, D, HV, E, E_EXT, F_EXT, tbrow, ref, i + lo - 1, srow, k_lo, k_hi,
+                           i + lo + k_lo == 0, go, gext, False, VALID_MIN, &row_best)
+        # candidate end cells: the last row (semiglobal) or any non-empty alignment (local), i.e. h above a fresh
+        # start. All cells of a row share i and end_pen, so the row's first highest cell is its best candidate
+        # under the end-cell rule (higher t, then smaller j, then larger i), and rows come in ascending i
+        if row_k >= 0 and (local or i == m):
+            t = row_best - end_pen
+            j = i + lo + row_k
+            if t > best_t or (t == best_t and j <= best_j):
+                best_t = t
+                best_i = i
+                best_j = j
         # cells past the window's end only after the row: the last cell above read H[k_hi + 1], F[k_hi + 1],
         # i.e. (i-1, n), the start of insertions in the window's last column
         for k in range(k_hi + 1 if k_hi >= 0 else 0, W):
             H[k] = NEG_INF
             F[k] = NEG_INF
-            tbrow[k] = 0
+            tbrow[k] = TB_START
     if best_i < 0:
         return 0
     return traceback(read, m, ref, lo, W, local, sc, w, best_i, best_j, cigar, cigar_cap, out)
@@ -449,7 +584,7 @@ cdef int traceback(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t l
                    const Scoring *sc, AlignWork *w, int32_t end_i, int32_t end_j,
                    uint32_t *cigar, int32_t cap, AlignResult *out) noexcept nogil:
     cdef int32_t i = end_i, j = end_j, n_ops = 0, nm = 0, score = 0, k, state = 0, n_m = 0
-    cdef uint8_t b, rc, fc
+    cdef uint8_t b, rc, fc, src
     cdef uint32_t tmp
     if cap < 1:
         return -2
@@ -461,9 +596,10 @@ cdef int traceback(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t l
             break               # row 0 (E and F never lead there)
         b = w.tb[<size_t> i * W + (j - i - lo)]
         if state == 0:          # in H
-            if (b & 3) == SRC_START:
+            src = tb_source(b)
+            if src == SRC_START:
                 break
-            if (b & 3) == SRC_DIAG:
+            if src == SRC_DIAG:
                 rc = read[i - 1]
                 fc = ref[j - 1]
                 if rc == 4 or fc == 4:
@@ -480,7 +616,7 @@ cdef int traceback(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t l
                 i -= 1
                 j -= 1
             else:
-                state = b & 3
+                state = src
                 score -= sc.O    # the gap opened here (seen from the end) is paid once
         elif state == SRC_E:    # deletion: consumes reference
             score -= sc.E
@@ -488,7 +624,7 @@ cdef int traceback(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t l
             if push_op(cigar, cap, &n_ops, OP_D) != 0:
                 return -2
             j -= 1
-            if not (b & 4):
+            if not (b & TB_E_EXT):
                 state = 0
         else:                   # insertion: consumes read
             score -= sc.E
@@ -496,7 +632,7 @@ cdef int traceback(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t l
             if push_op(cigar, cap, &n_ops, OP_I) != 0:
                 return -2
             i -= 1
-            if not (b & 8):
+            if not (b & TB_F_EXT):
                 state = 0
     if n_m == 0:
         return 0                # only gaps: reported as no alignment
@@ -546,7 +682,15 @@ cdef int32_t md_core(const uint8_t *read, const uint8_t *ref, int64_t ref_begin,
         op = cigar[c] & 0xf
         l = cigar[c] >> 4
         if op == OP_M:
-            for x in range(l):
+            x = 0
+            while x < l:
+                if x + 8 <= l and words_match(read + q, ref + r):     # eight matches extend the run
+                    run += 8
+                    q += 8
+                    r += 8
+                    x += 8
+                    continue
+                x += 1
                 rc = read[q]
                 fc = ref[r]
                 if rc == fc and rc != 4:

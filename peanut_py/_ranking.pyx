@@ -116,7 +116,7 @@ def rank_hits(const u32[:] rs, const u32[:] ref_start, const i32[:] dist, Py_ssi
                     dup = pos < nk and <long long> kept[pos] <= <long long> s + dup_window
                     if dup:
                         continue
-                    pos = _lower_bound(kept, nk, s)
+                    # no kept start in [s - dup_window, s + dup_window]: pos is also s's own place
                     memmove(&kept[pos + 1], &kept[pos], (nk - pos) * sizeof(u32))
                     kept[pos] = s
                     if keys[j].strand:

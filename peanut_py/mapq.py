@@ -1,7 +1,7 @@
 """The MAPQ model: BWA-MEM's shape fed with peanut's hits, for single reads and for mates of a pair."""
 import numpy as np
 
-from ._masked import masked_coverage
+from ._masked import masked_coverage, value_slots
 
 MAPQ_MAX = 60  # the largest MAPQ reported (BWA's)
 PAIR_MAPQ_BOOST = 40  # a pinned mate's MAPQ rises to at most its own + 40 (BWA)
@@ -125,7 +125,7 @@ class MaskedQgrams:
     It plays the part of BWA-MEM's ``frac_rep`` (the share of a read under seeds too frequent to follow): a
     masked q-gram gives no vote, so rivals there may be missed (unseen_rival_score)."""
 
-    HASH_BITS = 20  # a table of 2^20 flags screens the windows; only the flagged ones are looked up exactly
+    HASH_BITS = 20  # a table of 2^20 bits (128 KiB) screens the windows; only the flagged ones are looked up exactly
 
     def __init__(self, masked, q):
         self.q = int(q)
@@ -136,9 +136,14 @@ class MaskedQgrams:
         # the set too, one lookup of the window decides
         values = np.unique(np.concatenate([values, reverse_complement_values(values, self.q)]))
         bits = 8 * np.dtype(kind).itemsize
-        self._table = np.zeros(1 << self.HASH_BITS, dtype=np.uint8)
-        self._table[((values * kind(2654435761)) >> kind(bits - self.HASH_BITS)).astype(np.intp)] = 1
+        hashes = ((values * kind(2654435761)) >> kind(bits - self.HASH_BITS)).astype(np.uint64)
+        self._table = np.zeros(1 << (self.HASH_BITS - 6), dtype=np.uint64)
+        np.bitwise_or.at(self._table, (hashes >> np.uint64(6)).astype(np.intp),
+                         np.uint64(1) << (hashes & np.uint64(63)))
         self._values = values.astype(np.uint64)
+        # the exact lookup behind the table: open addressing, at most a quarter of the slots taken
+        slot_bits = max(4, (4 * len(values) - 1).bit_length())
+        self._slots = value_slots(self._values, slot_bits)
 
     def coverage(self, codes, offsets):
         """Per read (``codes[offsets[i]:offsets[i + 1]]``, base codes A0 C1 G2 T3, other letters 4): its bases
@@ -148,7 +153,7 @@ class MaskedQgrams:
         if len(offsets) <= 1:
             return np.zeros(0, dtype=np.int64)
         return masked_coverage(np.ascontiguousarray(codes, dtype=np.uint8), offsets, self._table, self._values,
-                               self.q, self.HASH_BITS, reverse=False)
+                               self._slots, self.q, self.HASH_BITS, reverse=False)
 
 
 def reverse_complement_values(values, q):

@@ -359,6 +359,59 @@ def test_ungapped_shortcut_reach_check_equals_dynamic_program(scheme):
         assert beyond > 0.05 * len(pairs)
 
 
+def long_read_pair(rng):
+    """A 100-200 base read as sequencers give them, on a window with room for the band: 0-6 substitutions, each
+    often next to a multiple of 8 (the aligner compares eight columns at a time), N runs in read or window,
+    long matching stretches, an indel of 1-6 bases in a third of the reads, now and then a low-complexity
+    window; bands 1-40 diagonals wide, some beside the truth."""
+    m = int(rng.integers(100, 201))
+    pad = int(rng.integers(0, 24))
+    if rng.random() < 0.15:
+        window = np.resize(rng.integers(0, 4, int(rng.integers(1, 4))).astype(np.uint8), m + 2 * pad + 8)
+        window[:int(rng.integers(0, window.size))] = rng.integers(0, 4)
+    else:
+        window = rng.integers(0, 4, m + 2 * pad + 8).astype(np.uint8)
+    read = window[pad:pad + m].copy()
+    for _ in range(int(rng.integers(0, 7))):
+        p = 8 * int(rng.integers(0, m // 8)) + int(rng.integers(-1, 2)) if rng.random() < 0.6 else int(rng.integers(m))
+        p = min(max(p, 0), m - 1)
+        read[p] = (read[p] + int(rng.integers(1, 4))) % 4
+    if rng.random() < 0.15:
+        a = int(rng.integers(0, m))
+        read[a:a + int(rng.integers(1, 10))] = 4
+    if rng.random() < 0.1:
+        a = int(rng.integers(0, window.size))
+        window[a:a + int(rng.integers(1, 10))] = 4
+    r = rng.random()
+    if r < 0.15:
+        k = int(rng.integers(1, m - 1))
+        read = np.concatenate([read[:k], read[k + int(rng.integers(1, 7)):], window[pad + m:pad + m + 6]])[:m]
+    elif r < 0.3:
+        k = int(rng.integers(1, m - 1))
+        read = np.concatenate([read[:k], rng.integers(0, 4, int(rng.integers(1, 7))).astype(np.uint8), read[k:]])[:m]
+    w = int(rng.integers(0, 20))
+    shift = int(rng.integers(-6, 7)) if rng.random() < 0.3 else 0
+    return read.astype(np.uint8), window, pad - w + shift, pad + w + shift
+
+
+@pytest.mark.parametrize("scheme", range(len(REACH_SCHEMES)))
+def test_long_reads_match_reference(scheme):
+    """Reads of sequencer length, where the shortcut's eight-column steps and the dynamic program's passes
+    over bands wider than a vector run in full: the batch equals itself without the shortcut, and a sample
+    equals the plain Python dynamic program (align_oracle.ref_align)."""
+    sc = REACH_SCHEMES[scheme]
+    rng = np.random.default_rng(900 + scheme)
+    pairs = [long_read_pair(rng) for _ in range(1500)]
+    local = rng.random(len(pairs)) < 0.6
+    assert_batch_same_without_shortcut(pairs, local, sc)
+    for p in range(0, len(pairs), 30):
+        read, window, l, h = pairs[p]
+        got = align(read, window, 5000, l, h, bool(local[p]), **sc)
+        assert_same(got, ref_align(read, window, 5000, l, h, bool(local[p]), **sc))
+        if got.pos >= 0:
+            check_consistency(read, window, 5000, got)
+
+
 def test_empty_batch():
     res = align_batch(np.zeros(0, np.uint8), [0], np.zeros(0, np.uint8), [0], 0, 0, 0, True)
     assert res.pos.size == 0 and res.cigar.size == 0 and list(res.cigar_offsets) == [0]

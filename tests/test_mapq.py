@@ -9,7 +9,8 @@ import pytest
 from peanut_py.filtration import guaranteed_errors
 from peanut_py.mapq import (CLOSE_RIVAL_IDENTITY, CROWD_CAP, CROWD_MIN, CROWD_ZERO, MAPQ_COEF_LEN, MAPQ_MAX,
                             MASKED_FAMILY_SHARE, PAIR_MAPQ_BOOST, UNSEEN_EXTRA_EDITS, MaskedQgrams, close_rival,
-                            close_rival_gap, mapq_model, pair_mapq, reverse_complement_values, unseen_rival_score)
+                            close_rival_gap, mapq_model, pair_mapq, reverse_complement_values, unseen_rival_score,
+                            value_slots)
 from peanut_py.options import Scoring
 from peanut_py.postprocess import next_stratum_sizes
 from peanut_py.ranking import rank_hits
@@ -199,23 +200,30 @@ def masked_coverage_brute(reads, masked, q):
     return out
 
 
-@pytest.mark.parametrize("q", [5, 11, 16, 20])
-def test_masked_coverage_against_brute_force(q):
-    rng = np.random.default_rng(q)
-    masked = np.unique(rng.integers(0, 4 ** q, 40, dtype=np.uint64))
+def reads_with_masked(rng, masked, q, n_reads, lengths, max_planted, p_n):
+    """Random reads (lengths drawn from [lengths[0], lengths[1])) with up to max_planted - 1 masked q-grams
+    planted in each, some as reverse complements, and an N in a share p_n of them."""
     reads = []
-    for _ in range(200):
-        r = rng.integers(0, 4, int(rng.integers(0, 60)))
-        for _ in range(int(rng.integers(0, 3))):  # plant masked q-grams, some as reverse complements
+    for _ in range(n_reads):
+        r = rng.integers(0, 4, int(rng.integers(*lengths)))
+        for _ in range(int(rng.integers(0, max_planted))):
             v = int(masked[rng.integers(len(masked))])
             w = [(v >> 2 * (q - 1 - k)) & 3 for k in range(q)]
             if rng.random() < 0.5:
                 w = [3 - c for c in w[::-1]]
             at = int(rng.integers(0, len(r) + 1))
             r = np.concatenate([r[:at], w, r[at:]])
-        if len(r) and rng.random() < 0.3:
+        if len(r) and rng.random() < p_n:
             r[rng.integers(len(r))] = 4  # N
         reads.append(r.astype(np.uint8))
+    return reads
+
+
+@pytest.mark.parametrize("q", [5, 11, 16, 20])
+def test_masked_coverage_against_brute_force(q):
+    rng = np.random.default_rng(q)
+    masked = np.unique(rng.integers(0, 4 ** q, 40, dtype=np.uint64))
+    reads = reads_with_masked(rng, masked, q, 200, (0, 60), 3, 0.3)
     codes = np.concatenate(reads)
     offsets = np.concatenate(([0], np.cumsum([len(r) for r in reads])))
     want = masked_coverage_brute(reads, masked, q)
@@ -224,6 +232,53 @@ def test_masked_coverage_against_brute_force(q):
     # a slice of reads, with the offsets into the whole batch
     assert MaskedQgrams(masked, q).coverage(codes, offsets[50:121]).tolist() == want[50:120]
     assert MaskedQgrams(None, q).coverage(codes, offsets).tolist() == [0] * len(reads)
+
+
+def test_value_slots_find_every_value_and_only_those():
+    """The open-addressing table behind MaskedQgrams' hash screen, against a Python set: every value sits in
+    the first free slot from its hash on, -1 elsewhere; lookups by the same probing find exactly the values,
+    also where many share a slot (values crowded into one hash bucket) and at the table's wrap-around."""
+    rng = np.random.default_rng(8)
+    multiplier = 0x9E3779B97F4A7C15
+    for n, bits, crowd in [(0, 4, False), (1, 4, False), (3000, 14, False), (500, 12, True), (15, 4, False)]:
+        values = np.unique(rng.integers(0, 1 << 62, 4 * n + 1, dtype=np.uint64))[:n]
+        if crowd:  # values whose hashes all land in the table's last slots: long probe runs that wrap around
+            every = np.arange(1 << 20, dtype=np.uint64)
+            values = every[(every * np.uint64(multiplier)) >> np.uint64(64 - bits) >= (1 << bits) - 2][:n]
+        slots = value_slots(values, bits)
+        assert slots.dtype == np.int32 and len(slots) == 1 << bits
+        taken = slots[slots >= 0]
+        assert sorted(taken.tolist()) == list(range(len(values)))
+        mask = (1 << bits) - 1
+
+        def lookup(v):
+            k = ((v * multiplier) % (1 << 64)) >> (64 - bits)
+            while slots[k] >= 0:
+                if int(values[slots[k]]) == v:
+                    return True
+                k = (k + 1) & mask
+            return False
+
+        wanted = set(values.tolist())
+        probes = (list(wanted) + rng.integers(0, 1 << 62, 300, dtype=np.uint64).tolist()
+                  + [v + 1 for v in list(wanted)[:200]])
+        assert [lookup(int(v)) for v in probes] == [int(v) in wanted for v in probes]
+    with pytest.raises(ValueError):
+        value_slots(np.arange(16, dtype=np.uint64), 4)
+
+
+@pytest.mark.parametrize("q", [11, 16])
+def test_masked_coverage_with_many_masked_values(q):
+    """As test_masked_coverage_against_brute_force with thousands of masked q-grams, as a human chromosome's
+    index has, so that the hash screen passes many windows on to the exact lookup."""
+    rng = np.random.default_rng(60 + q)
+    masked = np.unique(rng.integers(0, 4 ** q, 3000, dtype=np.uint64))
+    reads = reads_with_masked(rng, masked, q, 300, (q, 150), 4, 0.2)
+    codes = np.concatenate(reads)
+    offsets = np.concatenate(([0], np.cumsum([len(r) for r in reads])))
+    want = masked_coverage_brute(reads, masked, q)
+    assert sum(v > 0 for v in want) > 100
+    assert MaskedQgrams(masked, q).coverage(codes, offsets).tolist() == want
 
 
 @pytest.mark.parametrize("q", [1, 5, 16, 20, 32])
