@@ -20,8 +20,15 @@ for _b in range(256):
 cdef bint _LITTLE = sys.byteorder == "little"
 
 cdef extern from *:
-    # a hint to load a cache line ahead of its use (GCC and Clang)
-    void prefetch "__builtin_prefetch" (const void *address) nogil
+    # a hint to load a cache line ahead of its use (GCC and Clang; other compilers: no hint)
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define PEANUT_PREFETCH(address) __builtin_prefetch(address)
+    #else
+    #define PEANUT_PREFETCH(address) ((void)(address))
+    #endif
+    """
+    void prefetch "PEANUT_PREFETCH" (const void *address) nogil
 
 # windows lie at random places of a genome far larger than the caches: each one's bases are fetched from
 # memory this many windows ahead, so that the fetches overlap instead of stalling one after the other
