@@ -358,8 +358,8 @@ class _Filtration:
 
     def _join(self, chunks, present, n_positions):
         """One chunk of the packed positions of ``chunks`` one after the other (``n_positions`` in all), whose
-        present kmers (cached for it) are theirs with the ranges moved by each chunk's offset.  Bucket fields are those of the
-        whole table: no pass over a packed chunk reads its buckets."""
+        present kmers (cached for it) are theirs with the ranges moved by each chunk's offset.  Bucket fields
+        are those of the whole table: no pass over a packed chunk reads its buckets."""
         import pyopencl.array as cla
 
         queue, pool = self.device.queue, self.device.pool

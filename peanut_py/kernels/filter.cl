@@ -461,7 +461,7 @@ __kernel void sort_slots_local(__global uint *diags, __global uint *scratch, __g
 {
     __local uint buf[SORT_LOCAL];
     __local uint counts[2];
-    uint s = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
+    uint s = get_group_id(0), lid = get_local_id(0);
     if (s >= n_slots) return;  // never so when launched as above; the whole group leaves
     uint lo = slot_start[s], n = slot_start[s + 1] - lo;  // the same for the whole group
     __global uint *d = diags + lo;
@@ -471,21 +471,7 @@ __kernel void sort_slots_local(__global uint *diags, __global uint *scratch, __g
         sort_block_local(d, n, buf);
         count_clusters_group_local(buf, n, gap, need, counts, &kept, &all);
     } else {
-        for (uint b = 0; b < n; b += SORT_LOCAL) {
-            sort_block_local(d + b, min((uint)SORT_LOCAL, n - b), buf);
-            barrier(CLK_LOCAL_MEM_FENCE);  // buf is read by the write-back before the next block loads
-        }
-        barrier(CLK_GLOBAL_MEM_FENCE);  // the passes read blocks that other work-items wrote
-        __global uint *src = d, *dst = scratch + lo;
-        for (uint w = SORT_LOCAL; w < n; w <<= 1) {  // w < n <= 2^31 - 1: never overflows
-            merge_pass_group(src, dst, n, w);
-            barrier(CLK_GLOBAL_MEM_FENCE);
-            __global uint *swap = src; src = dst; dst = swap;
-        }
-        if (src != d) {
-            for (uint i = lid; i < n; i += size) d[i] = src[i];
-            barrier(CLK_GLOBAL_MEM_FENCE);
-        }
+        sort_run_group(d, n, buf, scratch + lo);
         count_clusters_group_global(d, n, gap, need, counts, &kept, &all);
     }
     if (lid == 0) {

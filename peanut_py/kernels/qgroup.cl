@@ -232,26 +232,15 @@ __kernel void sort_occurrences_group(__global const uint *Sp, __global const uin
 {
     __local uint buf[SORT_LOCAL];
     __local uint scratch_lo;
-    uint s = big[get_group_id(0)], lid = get_local_id(0), size = get_local_size(0);
+    uint s = big[get_group_id(0)];
     uint lo = Sp[s], n = Sp[s + 1] - lo;  // the same for the whole group
     __global uint *d = O + lo;
     if (n <= SORT_LOCAL) {
         sort_block_local(d, n, buf);
         return;
     }
-    for (uint b = 0; b < n; b += SORT_LOCAL) {
-        sort_block_local(d + b, min((uint)SORT_LOCAL, n - b), buf);
-        barrier(CLK_LOCAL_MEM_FENCE);  // buf is read by the write-back before the next block loads
-    }
-    if (lid == 0) scratch_lo = atomic_add(scratch_cursor, n);
-    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);  // the passes read blocks other work-items wrote
-    __global uint *src = d, *dst = scratch + scratch_lo;
-    for (uint w = SORT_LOCAL; w < n; w <<= 1) {  // w < n <= 2^31 - 1: never overflows
-        merge_pass_group(src, dst, n, w);
-        barrier(CLK_GLOBAL_MEM_FENCE);
-        __global uint *swap = src; src = dst; dst = swap;
-    }
-    if (src != d)
-        for (uint i = lid; i < n; i += size) d[i] = src[i];
+    if (get_local_id(0) == 0) scratch_lo = atomic_add(scratch_cursor, n);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    sort_run_group(d, n, buf, scratch + scratch_lo);
 }
 #endif
