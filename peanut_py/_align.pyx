@@ -412,8 +412,17 @@ cdef inline uint8_t tb_source(uint8_t b) noexcept nogil:
 
 cdef extern from *:
     # pointers to arrays that no other pointer of the function reaches, so that its loops can be vectorised
-    ctypedef int32_t *i32_only "int32_t * __restrict__"
-    ctypedef uint8_t *u8_only "uint8_t * __restrict__"
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define PEANUT_RESTRICT __restrict__
+    #elif defined(_MSC_VER)
+    #define PEANUT_RESTRICT __restrict
+    #else
+    #define PEANUT_RESTRICT
+    #endif
+    """
+    ctypedef int32_t *i32_only "int32_t * PEANUT_RESTRICT"
+    ctypedef uint8_t *u8_only "uint8_t * PEANUT_RESTRICT"
 
 
 cdef inline int32_t dp_row(i32_only H, i32_only F, i32_only D, i32_only HV, i32_only E, i32_only E_EXT,
