@@ -10,7 +10,7 @@ R=$PWD; T0=$(date +%s); HS=/tmp/hs-random
 measure() { python3 $R/benchmarks/measure.py "$@"; }
 case "${PHASE:-prep}" in
 prep)
-  python3 -m pip install -q --no-deps --no-build-isolation --no-compile --target /tmp/new . > /tmp/i-new.log 2>&1 \
+  python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/new . > /tmp/i-new.log 2>&1 \
     || { tail -5 /tmp/i-new.log; exit 1; }
   mkdir -p $HS && cd $HS && PYTHONPATH=/tmp/new:/tmp/site setsid nohup python3 $R/benchmarks/human_scale.py prepare \
     --work $HS --genome random --chr20 $R/.bench_data/human/GRCh37_chr20.fa.gz --reads 2000000 --index-threads 16 \

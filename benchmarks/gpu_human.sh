@@ -14,7 +14,7 @@ if [ "${PHASE:-start}" = start ]; then
       --chr20 $R/.bench_data/human/GRCh37_chr20.fa.gz --reads 2000000 --index-threads 16 --mason-threads 4 \
       > $HS/prepare.out 2>&1 < /dev/null & )
   ( mkdir -p /tmp/oldsrc && tar -xzf "$R/$OLD" -C /tmp/oldsrc && python3 -m pip install -q --no-deps --no-build-isolation \
-      --no-compile --target /tmp/old /tmp/oldsrc/old > old-install.log 2>&1; echo old-install $? ) &
+      --target /tmp/old /tmp/oldsrc/old > old-install.log 2>&1; echo old-install $? ) &
   OLDRUN="env PYTHONPATH=/tmp/old:/tmp/site python3 -m peanut_py"
   mason_simulator -ir chr20.fa -n 5000000 --illumina-read-length 100 -o se.fq --seed 22 --num-threads 4 -q > /dev/null 2>&1 &
   $NEW index chr20.fa -o chr20_v2.h5 2> ix2.err; tail -1 ix2.err | cut -c1-150

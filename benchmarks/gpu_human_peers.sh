@@ -22,7 +22,7 @@ mkdir -p $HS; cd $HS
 NEW=/tmp/new-${PHASE:-start}
 export PYTHONPATH=$NEW:/tmp/site
 if [ "${PHASE:-start}" != peers ]; then
-  rm -rf $NEW; python3 -m pip install -q --no-deps --no-build-isolation --no-compile --target $NEW "$R" \
+  rm -rf $NEW; python3 -m pip install -q --no-deps --no-build-isolation --target $NEW "$R" \
     > i1-${PHASE:-start}.log 2>&1 || { tail -5 i1-${PHASE:-start}.log; exit 1; }
 fi
 case "${PHASE:-start}" in

@@ -9,7 +9,7 @@ W=/tmp/w5; source "$(dirname "$0")/gpu_common.sh"
 OLDRUN=""
 if [ -n "${OLD:-}" ]; then
   ( mkdir -p /tmp/oldsrc && tar -xf "$R/$OLD" -C /tmp/oldsrc && python3 -m pip install -q --no-deps --no-build-isolation \
-      --no-compile --target /tmp/old /tmp/oldsrc/old > old-install.log 2>&1; echo old-install $? ) &
+      --target /tmp/old /tmp/oldsrc/old > old-install.log 2>&1; echo old-install $? ) &
   OLDRUN="env PYTHONPATH=/tmp/old:/tmp/site python3 -m peanut_py"
 fi
 minibwa_index

@@ -16,6 +16,7 @@ import queue
 import re
 import threading
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Iterator, List, Optional
 
@@ -568,6 +569,46 @@ def _prefetched(items, depth=2):
         thread.join()
 
 
+# Batches whose columns are gathered at the same time. Gathering copies every base, quality and name once into
+# fresh arrays (the copy runs without the interpreter lock); for pairs of long reads one thread cannot keep up
+# with the device and the postprocessing pool, two can.
+ASSEMBLERS = 2
+
+
+def _assembled(parts, make, workers=ASSEMBLERS):
+    """``make(*part)`` for each item of ``parts`` on ``workers`` threads, results yielded in input order. An
+    exception, from ``make`` or from ``parts`` itself, is raised at its item's place: the items before it
+    are yielded first, later ones are dropped. Closing the generator waits for the items already started."""
+    if workers <= 1:
+        for part in parts:
+            yield make(*part)
+        return
+    items = iter(parts)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="peanut-gather") as pool:
+        pending = deque()
+        try:
+            while True:
+                try:
+                    part = next(items)
+                except StopIteration:
+                    break
+                except BaseException:
+                    while pending:
+                        yield pending.popleft().result()
+                    raise
+                pending.append(pool.submit(make, *part))
+                if len(pending) > workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+
 def _limits(max_reads, max_bases, unit):
     if max_reads is not None and max_reads < 1:
         raise ValueError("max_reads must be at least 1")
@@ -633,8 +674,10 @@ def read_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None, block
         return _Part([slices], 1, n)
 
     try:
-        for first, part in _prefetched(_batched(take, 1, max_reads, max_bases)):
-            yield _make_batch(part, first, False, src.has_qualities, lambda i: (src.name, first + i))
+        def make(first, part):
+            return _make_batch(part, first, False, src.has_qualities, lambda i: (src.name, first + i))
+
+        yield from _assembled(_prefetched(_batched(take, 1, max_reads, max_bases)), make)
     finally:
         src.close()
 
@@ -679,8 +722,10 @@ def read_pair_batches(path1, path2, max_reads=None, max_bases=None, *, fast_fast
     paths = (src1.name, src2.name)
     with_quals = src1.has_qualities and src2.has_qualities
     try:
-        for first, part in _prefetched(_batched(take, 2, max_reads, max_bases)):
-            yield _make_batch(part, first, True, with_quals, lambda i: (paths[i % 2], first + i // 2))
+        def make(first, part):
+            return _make_batch(part, first, True, with_quals, lambda i: (paths[i % 2], first + i // 2))
+
+        yield from _assembled(_prefetched(_batched(take, 2, max_reads, max_bases)), make)
     finally:
         mates.close()
         src1.close()
@@ -753,8 +798,10 @@ def read_interleaved_batches(path, max_reads=None, max_bases=None, *, fast_fastq
         return _Part([slices], 2, n // 2)
 
     try:
-        for first, part in _prefetched(_batched(take, 2, max_reads, max_bases)):
+        def make(first, part):
             record = 2 * first - 1
-            yield _make_batch(part, record, True, src.has_qualities, lambda i: (src.name, record + i))
+            return _make_batch(part, record, True, src.has_qualities, lambda i: (src.name, record + i))
+
+        yield from _assembled(_prefetched(_batched(take, 2, max_reads, max_bases)), make)
     finally:
         src.close()

@@ -992,3 +992,47 @@ def test_one_stream_for_both_mates_is_refused(tmp_path):
     check_inputs(regular, regular)  # a file can be read twice
     check_inputs("-", regular)
     check_inputs("-", None)
+
+
+def test_assembled_keeps_order_and_raises_errors_at_their_place():
+    """Batches are gathered on several threads: results come in input order, and the first error in input
+    order is the one raised, whether the gathering (make) or the reading (parts) fails, after the items before
+    it were yielded."""
+    def parts(n, fail_at=None):
+        for i in range(n):
+            if i == fail_at:
+                raise InputError("r.fq", "parse failed", i)
+            yield (i,)
+
+    def make(i, bad=()):
+        time.sleep(0.002 * ((7 * i) % 3))  # finish out of order
+        if i in bad:
+            raise InputError("r.fq", "gather failed", i)
+        return i * i
+
+    for workers in (1, 2, 4):
+        assert list(reads_module._assembled(parts(25), make, workers)) == [i * i for i in range(25)]
+        got = []
+        with pytest.raises(InputError, match="parse failed"):
+            for x in reads_module._assembled(parts(25, fail_at=9), make, workers):
+                got.append(x)
+        assert got == [i * i for i in range(9)]
+        got = []
+        with pytest.raises(InputError, match="gather failed") as e:
+            for x in reads_module._assembled(parts(25, fail_at=9), lambda i: make(i, bad=(4, 6)), workers):
+                got.append(x)
+        assert got == [i * i for i in range(4)] and e.value.record == 4
+
+
+def test_first_bad_record_is_reported_with_batches_gathered_in_parallel(tmp_path):
+    """A read name SAM cannot carry in an early batch is reported, not a malformed record further on that
+    the reader parses ahead."""
+    rng = random.Random(5)
+    recs = random_records(rng, 300, min_len=20, max_len=60)
+    text = fastq_text(recs).splitlines(keepends=True)
+    text[4 * 12] = "@bad@name\n"  # record 13: '@' is not allowed in QNAME
+    text[4 * 250 + 2] = "x\n"  # record 251: not a '+' line
+    path = write(tmp_path, "r.fq", "".join(text))
+    with pytest.raises(InputError) as e:
+        list(read_batches(path, max_reads=10))
+    assert e.value.record == 13 and "bad@name" in str(e.value)
