@@ -10,6 +10,7 @@ import threading
 import sys
 
 from ._version import __version__
+from .device import DeviceOpening
 from .errors import PeanutError
 from .options import (IndexOptions, MapOptions, RunOptions, Scoring, check, default_of, flags_of, help_of, metavar_of,
                       parse_mode)
@@ -100,8 +101,6 @@ def _insert_size(text):
 
 
 def cmd_map(args):
-    from .mapping import map_reads
-
     if args.interleaved and args.mates is not None:
         raise PeanutError("-p/--interleaved takes one reads file (mates interleaved), not a second file MATES")
     paired = args.interleaved or args.mates is not None
@@ -115,14 +114,21 @@ def cmd_map(args):
     ))
     run = check(RunOptions(threads=args.threads, batch_size=args.batch_size, memory_cap=args.memory_cap,
                            workers=args.workers))
-    # -M is accepted and changes nothing: there are no supplementary records to mark (see its help)
-    map_reads(
-        args.index, args.reads, opts, output=args.output, output_format=args.output_format,
-        hit_only=args.no_unmapped, run=run, device_spec=args.device,
-        read_group=args.read_group, reference=args.reference, command_line=args.command_line,
-        log=None if args.quiet else _log, mates=args.mates, interleaved=args.interleaved,
-        insert_size=args.insert_size,
-    )
+    # the OpenCL platform and context come up while the mapping modules load and the index opens
+    opening = DeviceOpening(args.device, run.memory_cap)
+    try:
+        from .mapping import map_reads
+
+        # -M is accepted and changes nothing: there are no supplementary records to mark (see its help)
+        map_reads(
+            args.index, args.reads, opts, output=args.output, output_format=args.output_format,
+            hit_only=args.no_unmapped, run=run, device_spec=args.device,
+            read_group=args.read_group, reference=args.reference, command_line=args.command_line,
+            log=None if args.quiet else _log, mates=args.mates, interleaved=args.interleaved,
+            insert_size=args.insert_size, devices=opening,
+        )
+    finally:
+        opening.join()
 
 
 def cmd_devices(args):

@@ -230,6 +230,35 @@ def open_devices(spec=None, memory_cap=None):
     return [Device(memory_cap=memory_cap, choice=c) for c in chosen]
 
 
+class DeviceOpening:
+    """``open_devices(spec, memory_cap)`` on a thread of its own, started before ``peanut map`` imports NumPy
+    and the mapping modules and opens the index: finding the OpenCL platforms and creating a context take
+    a few tenths of a second in the driver, which then overlap that work. ``result()`` gives the devices or
+    raises the error opening them raised, where the run would have opened them; ``join()`` waits for the
+    thread (a process must not exit while a thread is inside the driver's initialisation)."""
+
+    def __init__(self, spec=None, memory_cap=None):
+        self._args = (spec, memory_cap)
+        self._devices = self._error = None
+        self._thread = threading.Thread(target=self._open, name="peanut-open-devices", daemon=True)
+        self._thread.start()
+
+    def _open(self):
+        try:
+            self._devices = open_devices(*self._args)
+        except BaseException as e:  # noqa: BLE001 - raised again by result(), in the caller's thread
+            self._error = e
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._devices
+
+    def join(self):
+        self._thread.join()
+
+
 class CappedPool:
     """A memory pool held to a device's capped memory: an allocation that would take the pool's blocks in
     use beyond ``cap`` bytes fails as an exhausted device's does (pyopencl.MemoryError, which the device

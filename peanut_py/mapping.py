@@ -121,14 +121,16 @@ def pipeline_batch(device):
 
 def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), device_spec=None, read_group=None,
               reference=None, command_line=None, log=None, mates=None, interleaved=False, insert_size=None,
-              output_format=None, hit_only=False):
+              output_format=None, hit_only=False, devices=None):
     """Map reads; returns a summary dict. SAM/BAM goes to ``output`` (None = stdout): ``output_format`` 'sam'
     or 'bam' (None: from the name, sam.output_format), ``hit_only``: unmapped reads left out
     (sam.drop_unmapped).
 
     ``opts``: options.MapOptions (what is reported); ``run``: options.RunOptions (threads, batch size, memory
     cap: never the output).  Paired-end: ``mates`` (the second file) or ``interleaved=True``;
-    ``insert_size`` (insert_size.InsertSize, from ``-I``) replaces the estimate."""
+    ``insert_size`` (insert_size.InsertSize, from ``-I``) replaces the estimate. ``devices``: a
+    device.DeviceOpening already under way for ``device_spec`` (the CLI starts one before it imports this
+    module), else the devices are opened here."""
     check(opts)
     check(run)
     check_inputs(reads_path, mates)
@@ -146,7 +148,7 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     rg_line, rg_id = sam.parse_read_group(read_group) if read_group else (None, None)
     opts = opts.with_read_group(rg_id)
     # several devices (--device all or a list): one device thread each, the first one also aligns and rescues
-    devices = open_devices(device_spec, memory_cap=run.memory_cap)
+    devices = devices.result() if devices is not None else open_devices(device_spec, memory_cap=run.memory_cap)
     device = devices[0]
     opts = replace(opts, align_on=resolve_align_on(opts.align_on, device, threads))
     # the worker processes start (and open the index) while the reference goes to the devices

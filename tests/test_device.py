@@ -192,3 +192,28 @@ def test_workspace_grows_only_when_a_call_needs_more():
     assert not gpu.host_memory
     e, f = gpu.workspace("test-ws", 100, np.uint32), gpu.workspace("test-ws", 100, np.uint32)
     assert e.size == 100 and e.base_data.int_ptr != f.base_data.int_ptr  # two live pool arrays
+
+
+def test_device_opening_gives_the_devices_or_their_error_where_asked():
+    """``peanut map`` opens its devices on a thread while it loads modules and the index: the result is what
+    open_devices gives, and an error opening them is raised by result(), in the caller's thread."""
+    opening = devmod.DeviceOpening()
+    (opened,) = opening.result()
+    assert opened.info == devmod.open_devices()[0].info and opened.queue is not None
+    bad = devmod.DeviceOpening("no-such-device-xyz")
+    bad.join()
+    with pytest.raises(PeanutError, match="no-such-device-xyz"):
+        bad.result()
+
+
+def test_map_with_a_bad_device_is_one_line_error(tmp_path, example_index):
+    """The devices open on a thread of their own; their error still ends the run with one line, no traceback
+    and no output, whether the reads file is fine or missing (as before the devices opened early, the device
+    is what such a run reports)."""
+    reads = tmp_path / "r.fq"
+    reads.write_text("@r1\nACGTACGTACGTACGTACGTACGT\n+\nIIIIIIIIIIIIIIIIIIIIIIII\n")
+    for path in (reads, tmp_path / "missing.fq"):
+        r = _peanut("map", "--device", "no-such-device-xyz", str(example_index), str(path),
+                    "-o", str(tmp_path / "x.sam"))
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no-such-device-xyz" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and not (tmp_path / "x.sam").exists()
