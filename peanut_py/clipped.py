@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .hit_lists import best_hit_distance
 from .options import DEFAULT_MIN_IDENTITY, Scoring
 from .ranking import gather_read_strands
 from .rescue import RescueWindows, align_windows, rescued_hits
@@ -122,9 +123,7 @@ def weak_reads(n_reads, hit_rs, hit_dist, rs_lengths, max_errors):
     """Per read: True where it has validated hits and the best of them has more than half of validation's
     error bound ``max_errors[n]`` (a read strand of length n): such a whole-read hit is often a long clipped
     end forced into an edit-distance alignment, and the read is judged locally (see :func:`clipped_hits`)."""
-    hit_rs = np.asarray(hit_rs, dtype=np.int64)
-    best = np.full(n_reads, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(best, hit_rs >> 1, np.asarray(hit_dist, dtype=np.int64))
+    best = best_hit_distance(n_reads, hit_rs, hit_dist)
     bound = np.asarray(max_errors, dtype=np.int64)[np.asarray(rs_lengths, dtype=np.int64)[0::2]] // 2
     return (best != np.iinfo(np.int64).max) & (best > bound)
 

@@ -7,10 +7,10 @@ import numpy as np
 from . import clipped as clipped_step
 from . import filtration, validation
 from .filtration import DEFAULT_COLLAPSE_GAP, filter_reference
+from .hit_lists import merge_hits
 from .layout import MAX_READ_LENGTH, S_STRIDE
 from .options import DEFAULT_MIN_IDENTITY
 from .qgroup import QGroupIndex, ReadBuffer, qgroup_kernels
-from .rescue import merge_hits
 from .scans import exclusive_sum
 from .selection import BestStratumSelection, select_kernels
 from .validation import validate_hits
@@ -126,10 +126,11 @@ class DeviceStage:
             extra, kept = clipped_step.clipped_hits(self.device, self.resident, codes, offsets, found, candidates,
                                                     self.clipped, *self.contigs())
             n_clipped = len(extra[0])
-            if not kept.all():
-                found = tuple(a[kept] for a in found)
+            keep = None if kept.all() else kept
             if n_clipped:
-                found = merge_hits(found, extra)
+                found = merge_hits(found, extra, keep=keep)
+            elif keep is not None:
+                found = tuple(a[keep] for a in found)
         t4 = time.perf_counter()
         seconds = {"index": t1 - t0, "filter": t2 - t1, "validate": t3 - t2}
         if self.clipped is not None:

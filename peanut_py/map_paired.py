@@ -11,8 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from . import reads as readsmod
 from .device_stage import DeviceResult
+from .hit_lists import merge_hits
 from .insert_size import insert_size_stage
-from .rescue import merge_hits, rescue_batch
+from .rescue import rescue_batch
 
 # threads computing a batch's rescue windows side by side (ranges of pairs)
 RESCUE_THREADS = 4

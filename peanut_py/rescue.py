@@ -250,14 +250,5 @@ def rescue_batch(device, resident, batch, rs, start, end, dist, insert_size, opt
     return hits, windows.n
 
 
-def merge_hits(base, extra):
-    """Validated hits plus rescued hits, stably sorted by rs (the validated hits first within a read strand)."""
-    rs = np.concatenate([np.asarray(base[0], dtype=np.uint32), extra[0]])
-    srt = np.argsort(rs, kind="stable")
-    dtypes = (np.uint32, np.uint32, np.int64, np.int32)
-    return tuple(np.concatenate([np.asarray(b).astype(t, copy=False), e.astype(t, copy=False)])[srt]
-                 for b, e, t in zip(base, extra, dtypes))
-
-
 __all__ = ["RescueWindows", "MAX_ANCHORS", "RESCUE_MIN_SCORE", "rescue_windows", "batch_windows", "align_windows",
-           "rescued_hits", "rescue_batch", "merge_hits"]
+           "rescued_hits", "rescue_batch"]

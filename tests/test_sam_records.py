@@ -26,7 +26,8 @@ from peanut_py.insert_size import estimate_insert_size, insert_sample
 from peanut_py.reads import read_batches, read_pair_batches
 from peanut_py.options import MapOptions
 from peanut_py.postprocess import Postprocessor
-from peanut_py.rescue import merge_hits, rescue_batch
+from peanut_py.hit_lists import merge_hits
+from peanut_py.rescue import rescue_batch
 from peanut_py.resident import ResidentReference
 
 READS = EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz"
