@@ -15,7 +15,7 @@ Conventions:
 """
 import numpy as np
 
-from .ranking import expand
+from . import _pair_items
 
 MAX_SAMPLE_INSERT = 10_000  # BWA's max_ins: longer inserts never enter the insert-size sample
 UNIQUE_RATIO = 0.8  # a mate is unique when its runner-up's score is at most 0.8 of its best (BWA's MIN_RATIO)
@@ -56,27 +56,13 @@ def concordant_combinations(read, strand, start, end, contig, insert_size):
     Arrays describe candidate hits (any order): batch-local read index, strand, validated global
     ``[start, end)``, contig. Returns index arrays ``(fwd, rev)`` into them and the inserts, ordered by
     forward hit then reverse end. Every FR combination has exactly one forward hit, so looking up, for each
-    forward hit, the mate's reverse hits ending in ``[start + low, start + high]`` finds all of them.
+    forward hit, the mate's reverse hits ending in ``[start + low, start + high]`` finds all of them
+    (without the GIL, in _pair_items.pyx; Postprocessor.plan_pairs uses the same code through
+    pair_items.pair_items).
     """
-    read = np.asarray(read, dtype=np.int64)
-    strand = np.asarray(strand, dtype=np.int64)
-    start = np.asarray(start, dtype=np.int64)
-    end = np.asarray(end, dtype=np.int64)
-    contig = np.asarray(contig, dtype=np.int64)
-    empty = np.zeros(0, dtype=np.int64)
-    if insert_size is None or len(read) == 0:
+    if insert_size is None:
+        empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
-    fwd = np.flatnonzero(strand == 0)
-    rev = np.flatnonzero(strand == 1)
-    keys = (read[rev] << 33) | end[rev]
-    srt = np.argsort(keys, kind="stable")
-    rev, keys = rev[srt], keys[srt]
-    mate = read[fwd] ^ 1
-    lo = np.searchsorted(keys, (mate << 33) | np.maximum(start[fwd] + insert_size.low, 0), side="left")
-    hi = np.searchsorted(keys, (mate << 33) | np.maximum(start[fwd] + insert_size.high, 0), side="right")
-    owner, rank = expand(hi - lo)  # (np.repeat holds the GIL; expand does not)
-    f = fwd[owner]
-    r = rev[lo[owner] + rank]
-    same = contig[f] == contig[r]
-    f, r = f[same], r[same]
-    return f, r, end[r] - start[f]
+    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    return _pair_items.concordant_combinations(i64(read), i64(strand), i64(start), i64(end), i64(contig),
+                                               int(insert_size.low), int(insert_size.high))

@@ -17,10 +17,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import pairs
 from .align import align_batch, clip_terminal_gaps, md_flat
 from .mapq import MaskedQgrams, close_rival, close_rival_gap, mapq_model, pair_mapq, unseen_rival_score
 from .pair_choice import choose_pairs
+from .pair_items import chosen_items, combination_scores, pair_items, raised_where, without_ties
 from .pipeline import TwoPhaseSteps
 from .ranking import expand, gather_read_strands, rank_hits, strata_counts
 from .sam_records import format_pairs, format_single_end
@@ -30,8 +30,6 @@ from .sam_records import format_pairs, format_single_end
 WINDOW_PAD = 16
 BAND_PAD = 8
 
-
-_KEY = 1 << 32  # (read, rank) -> read * _KEY + rank
 
 ALIGN_ON = ("auto", "cpu", "device")
 # --align-on auto: the device aligns when the postprocessing pool has at most this many workers
@@ -97,14 +95,6 @@ def slice_alignments(aln, a, b):
     c0, c1 = int(aln.cigar_offsets[a]), int(aln.cigar_offsets[b])
     return type(aln)(aln.pos[a:b], aln.ref_end[a:b], aln.read_begin[a:b], aln.read_end[a:b], aln.score[a:b],
                      aln.nm[a:b], aln.cigar[c0:c1], aln.cigar_offsets[a:b + 1] - c0)
-
-
-def _sorted_unique(keys):
-    """np.unique of int64 keys, by a sort that releases the GIL (np.unique's hash table holds it)."""
-    keys = np.sort(keys)
-    if len(keys) > 1:
-        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
-    return keys
 
 
 def next_stratum_sizes(order, ptr, dist, n_best):
@@ -324,7 +314,8 @@ class Postprocessor:
 
         Each read's best MAX_PAIR_HITS hits (by edit distance) are candidates; their concordant FR
         combinations (pairs.concordant_combinations) and each read's primary, reported and XS hits (as for
-        single-end reads) are aligned; pairs are scored with the alignment scores (pair_choice.pair_score) and the
+        single-end reads) are aligned (this bookkeeping, and that of the choice below, without the GIL in
+        pair_items.py); pairs are scored with the alignment scores (pair_choice.pair_score) and the
         best concordant pair is chosen over the mates' own primaries when it beats them by PEN_UNPAIRED
         (pair_choice.choose_pairs, in place_pairs). MAPQ: the single-end model on the chosen hit, raised by the
         pair's MAPQ (mapq.pair_mapq). The records: sam_records.format_pairs (format_pair_chunk).
@@ -332,93 +323,33 @@ class Postprocessor:
         n_reads = r1 - r0
         n_pairs = n_reads // 2
         rs, start, end, dist, order, ptr, report, _ = self._ranked(result, r0, r1, h0, h1)
-        kept = np.diff(ptr)
-        reads = np.arange(n_reads, dtype=np.int64)
-
-        # candidates and their concordant combinations
-        n_cand = np.minimum(kept, pairs.MAX_PAIR_HITS)
-        c_read, c_rank = expand(n_cand)
-        c_hit = order[ptr[c_read] + c_rank]
-        c_start = start[c_hit].astype(np.int64)
-        c_contig = np.searchsorted(self.offsets, c_start, side="right") - 1
-        f, v, inserts = pairs.concordant_combinations(c_read, rs[c_hit] & 1, c_start, end[c_hit], c_contig,
-                                                        insert_size)
-
-        # align ranks 0..n_align-1 of every read (primary, reported hits, XS) and every hit of a combination
-        n_align = np.minimum(report + 1, kept)
-        a_read, a_rank = expand(n_align)
-        key = _sorted_unique(np.concatenate([a_read * _KEY + a_rank, c_read[f] * _KEY + c_rank[f],
-                                             c_read[v] * _KEY + c_rank[v]]))
-        i_read, i_rank = key // _KEY, key % _KEY
-        hit = order[ptr[i_read] + i_rank]
-        strand = (rs[hit] & 1).astype(bool)
-        problems = self.alignment_problems(batch, i_read + r0, strand, start[hit], end[hit])
+        # candidates, their concordant combinations and the items to align: ranks 0..n_align-1 of every read
+        # (primary, reported hits, XS) and every hit of a combination
+        items = pair_items(rs, start, end, order, ptr, report, self.offsets, insert_size, first_read=r0)
+        problems = self.alignment_problems(batch, items.item_read, items.item_strand, items.item_start,
+                                           items.item_end)
 
         def finish(solved):
-            if len(key) == 0:  # no read of the chunk has a hit
+            if items.n == 0:  # no read of the chunk has a hit
                 none = np.full(n_reads, -1, dtype=np.int64)
                 return self.format_pair_chunk(batch, r0, n_reads, none, np.zeros(n_reads + 1, dtype=np.int64),
                                               none[:0], None, None, None, None, np.zeros(n_reads, dtype=bool), none,
                                               none, np.zeros(n_pairs, dtype=bool))
             aln, md, contig = self.complete(problems, solved)
-            ok = aln.pos >= 0
-            score_of = np.where(ok, aln.score, 0).astype(np.int64)
-
             # placement per pair (pair_choice.choose_pairs on the pair score of each combination)
-            rank0 = np.searchsorted(key, reads * _KEY)  # item of each read's rank 0 (valid where kept > 0)
-            rank0 = np.minimum(rank0, len(key) - 1)
-            own = np.where((kept > 0) & ok[rank0], score_of[rank0], 0)
-            fi = np.searchsorted(key, c_read[f] * _KEY + c_rank[f])
-            vi = np.searchsorted(key, c_read[v] * _KEY + c_rank[v])
-            good = ok[fi] & ok[vi]
-            f_read, f_rank, v_rank = c_read[f][good], c_rank[f][good], c_rank[v][good]
-            mate1_fwd = f_read % 2 == 0
-            chosen, paired, q_pe = self.place_pairs(
-                f_read // 2, np.where(mate1_fwd, f_rank, v_rank), np.where(mate1_fwd, v_rank, f_rank),
-                score_of[fi][good], score_of[vi][good], inserts[good], own, insert_size)
-
+            own, *combinations = combination_scores(items, aln.pos, aln.score)
+            chosen, paired, q_pe = self.place_pairs(*combinations, own, insert_size)
             # per read: the chosen hit, then the others of ranks 0..n_align-1 (as for single-end reads)
-            has = kept > 0
-            prim = np.where(has, np.searchsorted(key, reads * _KEY + chosen), -1)
-            mapped = np.zeros(n_reads, dtype=bool)
-            mapped[has] = ok[prim[has]]
-            o_read, j = expand(np.maximum(n_align - 1, 0))
-            o_rank = j + (j >= chosen[o_read])
-            o_item = np.searchsorted(key, o_read * _KEY + o_rank)
-            score = np.full(n_reads, -1, dtype=np.int64)
-            sub = np.full(n_reads, -1, dtype=np.int64)
-            aligned_len = np.zeros(n_reads, dtype=np.int64)
-            score[mapped] = aln.score[prim[mapped]]
-            aligned_len[mapped] = (aln.read_end - aln.read_begin)[prim[mapped]]
-            o_ok = ok[o_item]
-            np.maximum.at(sub, o_read[o_ok], aln.score[o_item[o_ok]].astype(np.int64))
-            # hits with the chosen hit's edit distance: ties make a mate ambiguous on its own
-            chosen_dist = dist[hit[np.maximum(prim, 0)]]
-            kept_read, _ = expand(kept)
-            same = np.bincount(kept_read[dist[order] == chosen_dist[kept_read]], minlength=n_reads).astype(np.int64)
-            n_sub = np.where(same > 1, same - 1, np.clip(kept - 1, 0, 1))
             unseen, covered = self.unseen_rivals(batch, r0, r1)
-            mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, self.opts.scoring, unseen=unseen,
+            c = chosen_items(items, chosen, paired, q_pe, aln, contig, dist, order, ptr, unseen, insert_size)
+            mapq = mapq_model(c.score, c.sub, c.n_sub, c.aligned_len, self.q, self.opts.scoring, unseen=unseen,
                               covered=covered, read_len=batch.lengths[r0:r1])
-            mapq = np.where(same > 1, 0, mapq).astype(np.int64)
-
-            # pairs: proper = both mapped on a concordant combination; MAPQ raised by the pair's
-            both = mapped[0::2] & mapped[1::2]
-            proper = np.zeros(n_pairs, dtype=bool)
-            if both.any():
-                pa, pb = np.where(mapped, prim, 0)[0::2], np.where(mapped, prim, 0)[1::2]
-                ha, hb = hit[pa], hit[pb]
-                proper = both & pairs.concordant(insert_size, contig[pa], rs[ha] & 1, start[ha], end[ha],
-                                                   contig[pb], rs[hb] & 1, start[hb], end[hb])
-            boost = np.repeat(paired & both, 2)
-            close = close_rival(score, sub, n_sub, self.opts.scoring)
-            mapq = np.where(boost, pair_mapq(mapq, np.repeat(q_pe, 2), unseen >= score, close), mapq)
-            # the other reported hits of each read, in rank order (o_read is sorted)
-            rep = o_ok & (o_rank < report[o_read])
-            rep_ptr = np.zeros(n_reads + 1, dtype=np.int64)
-            np.cumsum(np.bincount(o_read[rep], minlength=n_reads), out=rep_ptr[1:])
-            return self.format_pair_chunk(batch, r0, n_reads, prim, rep_ptr, o_item[rep], strand, contig, aln, md,
-                                          mapped, sub, mapq, proper)
+            mapq = without_ties(mapq, c.tied)
+            # pairs: MAPQ raised by the pair's where placed by a concordant combination
+            close = close_rival(c.score, c.sub, c.n_sub, self.opts.scoring)
+            mapq = raised_where(c.boost, pair_mapq(mapq, c.q_pe, c.unseen_ties, close), mapq)
+            return self.format_pair_chunk(batch, r0, n_reads, c.prim, c.rep_ptr, c.rep_item, items.item_strand,
+                                          contig, aln, md, c.mapped, c.sub, mapq, c.proper)
 
         return problems, finish
 
