@@ -3,7 +3,7 @@ import numpy as np
 import numpy.typing as npt
 
 def reported_hits(order: npt.NDArray[np.int64], ptr: npt.NDArray[np.int64], report: npt.NDArray[np.int32],
-                  rs: npt.NDArray[np.uint32], start: npt.NDArray[np.uint32], end: npt.NDArray[np.int64],
+                  rs: npt.NDArray[np.uint32], start: npt.NDArray[np.uint32], end: npt.NDArray[np.uint32],
                   first_read: int
                   ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_],
                              npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...

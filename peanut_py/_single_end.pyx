@@ -12,7 +12,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
 
 def reported_hits(const int64_t[::1] order, const int64_t[::1] ptr, const int32_t[::1] report,
-                  const uint32_t[::1] rs, const uint32_t[::1] start, const int64_t[::1] end, int64_t first_read):
+                  const uint32_t[::1] rs, const uint32_t[::1] start, const uint32_t[::1] end, int64_t first_read):
     """Per read i of a chunk (batch index first_read + i): its reported hits and the best unreported one (for
     XS), n_align[i] = min(report[i] + 1, hits kept). Returns (n_align per read; per aligned hit, read after
     read: batch read index, strand (bool), reference start and end (int64))."""

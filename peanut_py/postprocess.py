@@ -247,12 +247,13 @@ class Postprocessor:
 
     # --- single-end -----------------------------------------------------------------------------------------
 
-    def _ranked(self, result, r0, r1, h0, h1):
+    def _ranked(self, result, r0, r1, h0, h1, end_dtype=np.int64):
         """Hits ``h0:h1`` (reads ``r0:r1``) deduplicated and in strata: the arrays, order, read_ptr,
-        reported hits per read and size of the best stratum."""
+        reported hits per read and size of the best stratum. The hits' ends in ``end_dtype``: int64 for the
+        pairs' arithmetic on them, uint32 (as the device stores them, no copy) for single-end chunks."""
         rs = np.ascontiguousarray(result.rs[h0:h1], dtype=np.uint32)
         start = np.ascontiguousarray(result.ref_start[h0:h1], dtype=np.uint32)
-        end = np.ascontiguousarray(result.ref_end[h0:h1], dtype=np.int64)
+        end = np.ascontiguousarray(result.ref_end[h0:h1], dtype=end_dtype)
         dist = np.ascontiguousarray(result.dist[h0:h1], dtype=np.int32)
         order, ptr, _ = rank_hits(rs, start, dist, r1 - r0, first_read=r0)
         report, n_best = strata_counts(order, ptr, dist, self.opts.n_strata, self.opts.max_hits)
@@ -261,7 +262,7 @@ class Postprocessor:
     def plan(self, batch, result, r0, r1, h0, h1):
         """Reads r0..r1 ranked: the alignment problems of their reported hits plus the best unreported one
         (for XS), and ``finish(solved)`` giving (text, n_reads, stats) from the aligner's results."""
-        rs, start, end, dist, order, ptr, report, n_best = self._ranked(result, r0, r1, h0, h1)
+        rs, start, end, dist, order, ptr, report, n_best = self._ranked(result, r0, r1, h0, h1, np.uint32)
         n_align, read, strand, hit_start, hit_end = _single_end.reported_hits(order, ptr, report, rs, start, end, r0)
         problems = self.alignment_problems(batch, read, strand, hit_start, hit_end)
 

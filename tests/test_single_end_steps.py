@@ -28,7 +28,7 @@ def reported_hits_numpy(order, ptr, report, rs, start, end, r0):
     n_align = np.minimum(report + 1, kept)
     local_read, rank_in_read = expand(n_align)
     hit = order[ptr[local_read] + rank_in_read]
-    return n_align, local_read + r0, (rs[hit] & 1).astype(bool), start[hit].astype(np.int64), end[hit]
+    return n_align, local_read + r0, (rs[hit] & 1).astype(bool), start[hit].astype(np.int64), end[hit].astype(np.int64)
 
 
 def read_summary_numpy(n_align, report, n_best, order, ptr, dist, pos, score_of, read_begin, read_end, gap):
@@ -54,7 +54,7 @@ def ranked_chunk(rng, n_reads, n_hits, r0, n_strata, max_hits):
     """A chunk of reads r0.. with random hits ranked as Postprocessor._ranked ranks them."""
     rs = np.sort(rng.integers(2 * r0, 2 * (r0 + n_reads), n_hits)).astype(np.uint32)
     start = rng.integers(0, 10**6, n_hits).astype(np.uint32)
-    end = start.astype(np.int64) + rng.integers(50, 160, n_hits)
+    end = (start + rng.integers(50, 160, n_hits)).astype(np.uint32)
     dist = rng.integers(0, 4, n_hits).astype(np.int32)
     order, ptr, _ = rank_hits(rs, start, dist, n_reads, first_read=r0)
     report, n_best = strata_counts(order, ptr, dist, n_strata, max_hits)
