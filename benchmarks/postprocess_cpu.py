@@ -2,14 +2,22 @@
 postprocesses them again in this thread, timed by the thread's CPU clock (best of --reps).
 
     python -m benchmarks.postprocess_cpu INDEX READS [MATES] [-t 2] [--batch-size N] [--semiglobal]
-                                         [--reps 3] [--profile N]
+                                         [--reps 3] [--profile N] [--calls N]
 
 The device stage, reading and writing are left out, so the figure is what the postprocessing pool spends on
 a read (single-end) or on each read of a pair (pairs: rescue is part of the device result here), whatever
 else the machine runs. The replayed chunks' SAM text must equal the run's records, which the script checks.
+
+--calls counts what one chunk's postprocessing does while it holds the interpreter lock: the Python-level calls
+and the calls of built-in (C) functions and methods that sys.setprofile sees while the first batch's first chunk
+is postprocessed, and the lines of peanut_py's Python code that run (sys.settrace). Each NumPy call there takes
+the lock on its own, between the nogil Cython steps, and waits for it when many threads postprocess at once.
+Operators and ufunc calls on arrays (``a + b``, ``np.maximum``) do not show as calls, nor the built-in calls
+that Cython functions make inside; the counts are a floor.
 """
 import argparse
 import cProfile
+import collections
 import hashlib
 import io
 import os
@@ -76,10 +84,50 @@ def replay(post, kept, n_chunks):
     return texts, n_reads
 
 
-def measure(index_path, reads, mates=None, threads=2, batch_size=None, local=True, reps=3, profile=0, log=None):
+def count_calls(post, kept, n_chunks):
+    """The calls made while the first kept batch's first chunk is postprocessed in this thread, as
+    sys.setprofile reports them: (reads of the chunk, Counter of "python"/"c" events and of the "lines" of
+    peanut_py's Python code run (sys.settrace), Counter of the calls by "module.function")."""
+    batch, result, insert_size = kept[0]
+    if insert_size is None:
+        step = post.chunk_steps(batch, result, n_chunks)[0]
+    else:
+        step = post.pair_chunk_steps(batch, result, n_chunks, insert_size)[0]
+    kinds, names = collections.Counter(), collections.Counter()
+
+    def profiler(frame, event, arg):
+        if event == "call":
+            kinds["python"] += 1
+            code = frame.f_code
+            names[f"{frame.f_globals.get('__name__', '?')}.{getattr(code, 'co_qualname', code.co_name)}"] += 1
+        elif event == "c_call":
+            kinds["c"] += 1
+            names[f"{getattr(arg, '__module__', None) or type(getattr(arg, '__self__', None)).__name__}."
+                  f"{getattr(arg, '__qualname__', getattr(arg, '__name__', '?'))}"] += 1
+
+    def tracer(frame, event, arg):
+        # the lines of peanut_py's Python code that run: each holds the lock while it runs
+        if event == "line":
+            kinds["lines"] += 1
+        return tracer if frame.f_globals.get("__name__", "").startswith("peanut_py") else None
+
+    sys.setprofile(profiler)
+    sys.settrace(tracer)
+    try:
+        _, n_reads, _ = step()
+    finally:
+        sys.settrace(None)
+        sys.setprofile(None)
+    return n_reads, kinds, names
+
+
+def measure(index_path, reads, mates=None, threads=2, batch_size=None, local=True, reps=3, profile=0, log=None,
+            calls=0):
     """Map once keeping the batches, then replay them ``reps`` times. Returns a dict: reads, cpu_seconds (best
-    replay), us_per_read, md5 (of the replayed text), matches (whether it equals the run's records) and, with
-    ``profile`` > 0, the cProfile lines of the ``profile`` functions with the most own time."""
+    replay), us_per_read, md5 (of the replayed text), matches (whether it equals the run's records), with
+    ``profile`` > 0 the cProfile lines of the ``profile`` functions with the most own time, and with ``calls``
+    > 0 the calls of one chunk (count_calls): chunk_reads, python_calls, c_calls, lines and the ``calls`` most
+    frequent as (count, name) pairs in top_calls."""
     opts = MapOptions(local=local, align_on="cpu")
     with tempfile.TemporaryDirectory() as tmp:
         sam_path = os.path.join(tmp, "run.sam")
@@ -112,6 +160,10 @@ def measure(index_path, reads, mates=None, threads=2, batch_size=None, local=Tru
             stream = io.StringIO()
             pstats.Stats(prof, stream=stream).sort_stats("tottime").print_stats(profile)
             out["profile"] = stream.getvalue()
+        if calls:
+            chunk_reads, kinds, names = count_calls(post, kept, n_chunks)
+            out.update(chunk_reads=chunk_reads, python_calls=kinds["python"], c_calls=kinds["c"], lines=kinds["lines"],
+                       top_calls=[(n, name) for name, n in names.most_common(calls)])
         return out
     finally:
         index.close()
@@ -130,13 +182,20 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=3, help="replays; the best one counts (default 3)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also print the N functions with the most own time in one more replay")
+    ap.add_argument("--calls", type=int, default=0, metavar="N",
+                    help="also count the calls made while one chunk is postprocessed, and print the N most frequent")
     a = ap.parse_args(argv)
     out = measure(a.index, a.reads, a.mates, threads=a.threads, batch_size=a.batch_size, local=not a.semiglobal,
-                  reps=a.reps, profile=a.profile)
+                  reps=a.reps, profile=a.profile, calls=a.calls)
     print(f"{out['reads']:,} reads: postprocessing {out['cpu_seconds']:.3f} s of CPU, {out['us_per_read']:.3f} us "
           f"per read; text md5 {out['md5']} ({'equals' if out['matches'] else 'DIFFERS from'} the run's records)")
     if "profile" in out:
         print(out["profile"])
+    if "top_calls" in out:
+        print(f"one chunk of {out['chunk_reads']:,} reads: {out['python_calls']:,} Python-level calls, "
+              f"{out['c_calls']:,} calls of built-in functions, {out['lines']:,} lines of peanut_py run")
+        for n, name in out["top_calls"]:
+            print(f"{n:8,}  {name}")
     return 0 if out["matches"] else 1
 
 

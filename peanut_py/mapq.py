@@ -1,7 +1,9 @@
 """The MAPQ model: BWA-MEM's shape fed with peanut's hits, for single reads and for mates of a pair."""
 import numpy as np
 
+from . import _mapq
 from ._masked import masked_coverage, value_slots
+from .layout import MAX_READ_LENGTH
 
 MAPQ_MAX = 60  # the largest MAPQ reported (BWA's)
 PAIR_MAPQ_BOOST = 40  # a pinned mate's MAPQ rises to at most its own + 40 (BWA)
@@ -40,27 +42,79 @@ def close_rival_gap(scoring):
     return max(scoring.match + scoring.mismatch, scoring.gap_open + scoring.gap_extend)
 
 
+def _int64(values):
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def _flags(values):
+    """Booleans as the uint8 the private module reads (a view where they are booleans already)."""
+    return np.ascontiguousarray(values, dtype=np.bool_).view(np.uint8)
+
+
+_NONE_INT64 = np.zeros(0, dtype=np.int64)
+_NONE_FLAGS = np.zeros(0, dtype=np.uint8)
+# the tables below start with every read length the mapper takes and grow (to a power of two) on demand
+_TABLE_MIN = MAX_READ_LENGTH + 1
+_guarantees = {}  # (q, step) -> guarantee per read length
+_logs = {}  # "length" / "count" -> logarithms per integer
+
+
+def _table_size(need):
+    return max(_TABLE_MIN, 1 << max(int(need) - 1, 0).bit_length())
+
+
+def guarantee_table(q, step, need=0):
+    """filtration.guaranteed_errors per read length 0, 1, ... (at least ``need`` of them), int64, read-only;
+    made once per (q, step) and size, not per chunk."""
+    table = _guarantees.get((q, step))
+    if table is None or len(table) < need:
+        from .filtration import guaranteed_errors
+
+        table = np.array([guaranteed_errors(n, q, step) for n in range(_table_size(need))], dtype=np.int64)
+        table.flags.writeable = False
+        _guarantees[(q, step)] = table
+    return table
+
+
+def _log_table(kind, need=0):
+    """NumPy's logarithms the model takes, per integer x = 0, 1, ...: of max(x, 2) for an aligned length
+    ("length"), of x + 1 for a count of close rivals ("count"); read-only. NumPy's own np.log on the same
+    float64 values as the vectorised model, so that the private module's MAPQ equals it to the bit."""
+    table = _logs.get(kind)
+    if table is None or len(table) < need:
+        x = np.arange(_table_size(need), dtype=np.float64)
+        table = np.log(np.maximum(x, 2.0)) if kind == "length" else np.log(x + 1)
+        table.flags.writeable = False
+        _logs[kind] = table
+    return table
+
+
+_LOG_COEF_LEN = float(np.log(MAPQ_COEF_LEN))
+
+
 def unseen_rival_score(read_len, q, step, scoring, covered=None, extra_edits=UNSEEN_EXTRA_EDITS):
     """Per read length: the best score a rival hit may have that filtration is not guaranteed to find,
     ``extra_edits`` edits beyond the q-gram lemma's guarantee (filtration.guaranteed_errors), each edit a
     mismatch. ``covered``: per read, its bases covered by masked q-grams (MaskedQgrams.coverage). A masked
     q-gram gives no vote, so c covered bases in one run leave the read the q-grams of a read c - q + 1 bases
     shorter, and the guarantee is that of the shorter read (a read of 100 bases at q = 16, step 1: 5 edits;
-    3 with 50 bases covered; none with 84 or more)."""
-    from .filtration import guaranteed_errors
-
-    n = np.asarray(read_len, dtype=np.int64)
+    3 with 50 bases covered; none with 84 or more). int64 per read."""
+    n = _int64(read_len)
     if covered is None:
-        n_eff = n
+        c = _NONE_INT64
     else:
-        c = np.rint(np.asarray(covered, dtype=np.float64)).astype(np.int64)
-        n_eff = np.clip(np.where(c > 0, n - c + q - 1, n), 0, n)
-    e_g = np.array([guaranteed_errors(int(x), q, step) for x in range(int(n.max(initial=0)) + 1)], dtype=np.int64)
-    return n * scoring.match - (e_g[n_eff] + extra_edits) * (scoring.match + scoring.mismatch)
+        c = np.asarray(covered)
+        c = _int64(c if c.dtype.kind in "iu" else np.rint(c.astype(np.float64)))
+    table = guarantee_table(q, step)
+    while True:
+        out, need = _mapq.unseen_rival_scores(n, c, table, q, scoring.match, scoring.mismatch, extra_edits)
+        if out is not None:
+            return out
+        table = guarantee_table(q, step, need)
 
 
-def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None, covered=None, read_len=None):
-    """MAPQ of primary hits (vectorised): BWA-MEM's default model.
+def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None, covered=None, read_len=None, ties=None):
+    """MAPQ of primary hits (one per read, int32): BWA-MEM's default model.
 
     ``sub`` is the best score of any other hit of the read (or -1 when there is none); a missing rival is
     treated as a chance match of one q-gram (q * match), the least our filtration can find. Equal best hits
@@ -69,38 +123,33 @@ def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None, covered=
     for ``n_sub`` close rivals. A best hit with a close rival (one scoring within a mismatch of it) is then
     capped: at CROWD_CAP with CROWD_MIN or more of them or at an identity of CLOSE_RIVAL_IDENTITY or less, and
     to 0 with CROWD_ZERO or more, or with MASKED_FAMILY_SHARE of the read (``read_len``) under masked q-grams
-    (``covered``, bases per read). See docs/output.md, "MAPQ", for the calibration.
+    (``covered``, bases per read). 0 where ``ties`` (the read has several best hits). See docs/output.md,
+    "MAPQ", for the calibration. Scores, counts and lengths are integers; the private _mapq computes it
+    without the GIL.
     """
-    match, mismatch = scoring.match, scoring.mismatch
-    score = np.asarray(score, dtype=np.float64)
-    raw_sub = np.asarray(sub, dtype=np.float64)
-    sub = np.maximum(raw_sub, q * match)
-    if unseen is not None:
-        sub = np.maximum(sub, np.asarray(unseen, dtype=np.float64))
-    length = np.maximum(np.asarray(aligned_len, dtype=np.float64), 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        identity = 1.0 - (length * match - score) / (match + mismatch) / length
-        f = np.where(length < MAPQ_COEF_LEN, 1.0, np.log(MAPQ_COEF_LEN) / np.log(np.maximum(length, 2.0)))
-        f = f * identity * identity
-        mapq = np.floor(6.02 * (score - sub) / match * f * f + 0.499)
-    mapq = mapq - np.floor(4.343 * np.log(np.asarray(n_sub, dtype=np.float64) + 1) + 0.499)
-    mapq = np.where((sub >= score) | (score <= 0), 0, mapq)
-    mapq = np.clip(mapq, 0, MAPQ_MAX)
-    n_sub = np.asarray(n_sub, dtype=np.int64)
-    close = close_rival(score, raw_sub, n_sub, scoring)
-    capped = close & ((n_sub >= CROWD_MIN) | (identity <= CLOSE_RIVAL_IDENTITY))
-    mapq = np.where(capped, np.minimum(mapq, CROWD_CAP), mapq)
-    zero = close & (n_sub >= CROWD_ZERO)
-    if covered is not None and read_len is not None:
-        zero |= close & (np.asarray(covered, dtype=np.float64) >= MASKED_FAMILY_SHARE * np.asarray(read_len))
-    return np.where(zero, 0, mapq).astype(np.int32)
+    score, sub, n_sub, aligned_len = _int64(score), _int64(sub), _int64(n_sub), _int64(aligned_len)
+    unseen = _NONE_INT64 if unseen is None else _int64(unseen)
+    if covered is None or read_len is None:
+        covered = read_len = _NONE_INT64
+    else:
+        covered, read_len = _int64(covered), _int64(read_len)
+    ties = _NONE_FLAGS if ties is None else _flags(ties)
+    log_length, log_count = _log_table("length"), _log_table("count")
+    while True:
+        mapq, need_length, need_count = _mapq.mapq_scores(
+            score, sub, n_sub, aligned_len, unseen, covered, read_len, ties, log_length, log_count, _LOG_COEF_LEN,
+            MAPQ_COEF_LEN, q, scoring.match, scoring.mismatch, MAPQ_MAX, CROWD_MIN, CROWD_CAP, CROWD_ZERO,
+            CLOSE_RIVAL_IDENTITY, MASKED_FAMILY_SHARE)
+        if mapq is not None:
+            return mapq
+        log_length, log_count = _log_table("length", need_length), _log_table("count", need_count)
 
 
 def close_rival(score, sub, n_sub, scoring):
     """Per read: whether a rival hit scores within one mismatch of the best (``sub``: the best other hit's
-    score, -1 without one) and is counted in ``n_sub``."""
-    sub = np.asarray(sub)
-    return (np.asarray(n_sub) >= 1) & (sub >= 0) & (sub >= np.asarray(score) - (scoring.match + scoring.mismatch))
+    score, -1 without one) and is counted in ``n_sub`` (bool)."""
+    return _mapq.close_rivals(_int64(score), _int64(sub), _int64(n_sub), scoring.match + scoring.mismatch).view(
+        np.bool_)
 
 
 def pair_mapq(q_se, q_pe, unseen_ties=None, close=None):
@@ -110,13 +159,12 @@ def pair_mapq(q_se, q_pe, unseen_ties=None, close=None):
     the pair as well, e.g. the same satellite one repeat unit away, so the pair cannot vouch for the mate.
     0 where ``close`` (the mate has a close rival, close_rival) and the pair's MAPQ is 0: another pair scores
     as well, and the likeliest one moves this mate to its close rival, whose lost mismatch the other mate's
-    better hit makes up."""
-    q_se = np.asarray(q_se, dtype=np.int64)
-    q_pe = np.asarray(q_pe, dtype=np.int64)
-    raised = np.maximum(q_se, np.minimum(q_pe, q_se + PAIR_MAPQ_BOOST))
-    if unseen_ties is not None:
-        raised = np.where(unseen_ties, q_se, raised)
-    return raised if close is None else np.where(np.asarray(close) & (q_pe == 0), 0, raised)
+    better hit makes up. int64 per mate; ``q_pe`` may be one value for all."""
+    q_se, q_pe = _int64(q_se), _int64(q_pe)
+    if q_pe.shape != q_se.shape:
+        q_pe = _int64(np.broadcast_to(q_pe, q_se.shape))
+    return _mapq.pair_mapqs(q_se, q_pe, _NONE_FLAGS if unseen_ties is None else _flags(unseen_ties),
+                            _NONE_FLAGS if close is None else _flags(close), PAIR_MAPQ_BOOST)
 
 
 class MaskedQgrams:

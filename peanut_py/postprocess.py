@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _hit_windows, _single_end
 from .align import align_batch, clip_terminal_gaps, md_flat
 from .mapq import MaskedQgrams, close_rival, close_rival_gap, mapq_model, pair_mapq, unseen_rival_score
 from .pair_choice import choose_pairs
@@ -98,17 +99,14 @@ def slice_alignments(aln, a, b):
 
 
 def next_stratum_sizes(order, ptr, dist, n_best):
-    """Per read (``order``/``ptr`` from rank_hits): its hits one edit distance worse than its best."""
-    kept = np.diff(ptr)
-    n_reads = len(kept)
-    if len(order) == 0:
-        return np.zeros(n_reads, dtype=np.int64)
-    kept_read = np.repeat(np.arange(n_reads), kept)
-    d = dist[order]
-    best = np.zeros(n_reads, dtype=np.int64)
-    best[kept > 0] = d[ptr[:-1][kept > 0]]
-    within = np.bincount(kept_read[d <= best[kept_read] + 1], minlength=n_reads)
-    return np.maximum(within - np.asarray(n_best, dtype=np.int64), 0)
+    """Per read (``order``/``ptr`` from rank_hits): its hits one edit distance worse than its best (those at
+    most one worse, less the ``n_best`` of its best stratum)."""
+    return _single_end.next_stratum_sizes(_int64(order), _int64(ptr), np.ascontiguousarray(dist, dtype=np.int32),
+                                          _int64(n_best))
+
+
+def _int64(values):
+    return np.ascontiguousarray(values, dtype=np.int64)
 
 
 class Postprocessor:
@@ -202,20 +200,11 @@ class Postprocessor:
     def alignment_problems(self, batch, read, strand, hit_start, hit_end):
         """The final alignments of hits (batch read index, strand, validated global [start, end) per hit):
         each read strand against its hit's window, within a band around the validated diagonals."""
-        read = np.ascontiguousarray(read, dtype=np.int64)
-        read_codes, read_off = gather_read_strands(batch.codes, batch.offsets, read,
-                                                   np.ascontiguousarray(strand, dtype=np.uint8))
-        lengths = np.diff(read_off)
-        hit_start = np.asarray(hit_start).astype(np.int64)
-        hit_end = np.asarray(hit_end).astype(np.int64)
-        contig = np.searchsorted(self.offsets, hit_start, side="right") - 1
-        win_lo = np.maximum(hit_start - WINDOW_PAD, self.offsets[contig])
-        win_hi = np.minimum(hit_end + WINDOW_PAD, self.ends[contig])
-        ref_codes, ref_off = self.genome.windows(win_lo, win_hi - win_lo)
-        d0 = hit_start - win_lo
-        d1 = hit_end - lengths - win_lo
-        band_lo = (np.minimum(d0, d1) - BAND_PAD).astype(np.int32)
-        band_hi = (np.maximum(d0, d1) + BAND_PAD).astype(np.int32)
+        read_codes, read_off = gather_read_strands(batch.codes, batch.offsets, _int64(read),
+                                                   np.ascontiguousarray(strand, dtype=np.bool_).view(np.uint8))
+        contig, win_lo, win_len, band_lo, band_hi = _hit_windows.hit_windows(
+            _int64(hit_start), _int64(hit_end), read_off, self.offsets, self.ends, WINDOW_PAD, BAND_PAD)
+        ref_codes, ref_off = self.genome.windows(win_lo, win_len)
         return AlignmentProblems(read_codes, read_off, ref_codes, ref_off, win_lo, band_lo, band_hi, contig)
 
     def solve(self, problems):
@@ -249,12 +238,13 @@ class Postprocessor:
 
     # --- single-end -----------------------------------------------------------------------------------------
 
-    def _ranked(self, result, r0, r1, h0, h1):
+    def _ranked(self, result, r0, r1, h0, h1, end_dtype=np.int64):
         """Hits ``h0:h1`` (reads ``r0:r1``) deduplicated and in strata: the arrays, order, read_ptr,
-        reported hits per read and size of the best stratum."""
+        reported hits per read and size of the best stratum. The hits' ends in ``end_dtype``: int64 for the
+        pairs' arithmetic on them, uint32 (as the device stores them, no copy) for single-end chunks."""
         rs = np.ascontiguousarray(result.rs[h0:h1], dtype=np.uint32)
         start = np.ascontiguousarray(result.ref_start[h0:h1], dtype=np.uint32)
-        end = np.ascontiguousarray(result.ref_end[h0:h1], dtype=np.int64)
+        end = np.ascontiguousarray(result.ref_end[h0:h1], dtype=end_dtype)
         dist = np.ascontiguousarray(result.dist[h0:h1], dtype=np.int32)
         order, ptr, _ = rank_hits(rs, start, dist, r1 - r0, first_read=r0)
         report, n_best = strata_counts(order, ptr, dist, self.opts.n_strata, self.opts.max_hits)
@@ -263,38 +253,23 @@ class Postprocessor:
     def plan(self, batch, result, r0, r1, h0, h1):
         """Reads r0..r1 ranked: the alignment problems of their reported hits plus the best unreported one
         (for XS), and ``finish(solved)`` giving (text, n_reads, stats) from the aligner's results."""
-        n_reads = r1 - r0
-        rs, start, end, dist, order, ptr, report, n_best = self._ranked(result, r0, r1, h0, h1)
-        kept = np.diff(ptr)
-        n_align = np.minimum(report + 1, kept)
-        local_read, rank_in_read = expand(n_align)
-        hit = order[ptr[local_read] + rank_in_read]
-        strand = (rs[hit] & 1).astype(bool)
-        problems = self.alignment_problems(batch, local_read + r0, strand, start[hit], end[hit])
+        rs, start, end, dist, order, ptr, report, n_best = self._ranked(result, r0, r1, h0, h1, np.uint32)
+        n_align, read, strand, hit_start, hit_end = _single_end.reported_hits(order, ptr, report, rs, start, end, r0)
+        problems = self.alignment_problems(batch, read, strand, hit_start, hit_end)
 
         def finish(solved):
             aln, md, contig = self.complete(problems, solved)
-            # per read: primary = first aligned hit (best stratum, leftmost); XS = best score among the others
-            first = np.cumsum(n_align) - n_align
-            has = (n_align > 0) & (report > 0)
-            prim = first[has]
-            prim_ok = aln.pos[prim] >= 0
-            score = np.full(n_reads, -1, dtype=np.int64)
-            sub = np.full(n_reads, -1, dtype=np.int64)
-            score[np.flatnonzero(has)[prim_ok]] = aln.score[prim[prim_ok]]
-            other = (rank_in_read > 0) & (aln.pos >= 0)
-            np.maximum.at(sub, local_read[other], aln.score[other].astype(np.int64))
+            # per read: primary = first aligned hit (best stratum, leftmost); XS = best score among the others;
             # competing hits: the best stratum's others, else those one edit worse (a mismatch or a short gap
             # away from the best score, BWA-MEM's sub_n), at least the runner-up when it scores that close
-            close = (sub >= 0) & (sub >= score - close_rival_gap(self.opts.scoring))
-            n_sub = np.where(n_best > 1, n_best - 1, np.maximum(next_stratum_sizes(order, ptr, dist, n_best), close))
-            aligned_len = np.zeros(n_reads, dtype=np.int64)
-            aligned_len[np.flatnonzero(has)[prim_ok]] = (aln.read_end - aln.read_begin)[prim[prim_ok]]
+            first, score, sub, n_sub, aligned_len, ties = _single_end.read_summary(
+                n_align, report, n_best, order, ptr, dist, _int64(aln.pos),
+                *(np.ascontiguousarray(x, dtype=np.int32) for x in (aln.score, aln.read_begin, aln.read_end)),
+                close_rival_gap(self.opts.scoring))
             unseen, covered = self.unseen_rivals(batch, r0, r1)
             mapq = mapq_model(score, sub, n_sub, aligned_len, self.q, self.opts.scoring, unseen=unseen,
-                              covered=covered, read_len=batch.lengths[r0:r1])
-            mapq = np.where(n_best > 1, 0, mapq)
-            return self.format_chunk(batch, r0, n_reads, report, first, strand, contig, aln, md, sub, mapq)
+                              covered=covered, read_len=batch.lengths[r0:r1], ties=ties)
+            return self.format_chunk(batch, r0, r1 - r0, report, first, strand, contig, aln, md, sub, mapq)
 
         return problems, finish
 

@@ -76,7 +76,7 @@ class ReadBatch:
 
     def __getstate__(self):
         # the columns only: the lists made on first use are rebuilt where needed (postprocessing workers)
-        return {k: v for k, v in self.__dict__.items() if k not in ("_names", "_seqs", "_quals")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_names", "_seqs", "_quals", "_lengths")}
 
     @property
     def n(self) -> int:
@@ -114,7 +114,13 @@ class ReadBatch:
 
     @property
     def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
+        """Bases per read (int64, read-only), made on first use: every postprocessing chunk reads it."""
+        cached = self.__dict__.get("_lengths")
+        if cached is None:
+            cached = np.diff(self.offsets)
+            cached.flags.writeable = False
+            self.__dict__["_lengths"] = cached
+        return cached
 
 
 def _cut(text, offsets):

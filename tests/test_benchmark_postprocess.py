@@ -21,11 +21,16 @@ R2 = str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R2.fastq.gz")
 def test_replay_reproduces_the_run(example_index, mates, local, reads):
     before = (map_single.SingleEndRun.post_steps, map_paired.PairedRun.post_steps)
     out = postprocess_cpu.measure(str(example_index), R1, mates, threads=2, batch_size=700, local=local, reps=1,
-                                  profile=5)
+                                  profile=5, calls=5)
     assert out["reads"] == reads
     assert out["matches"], "the replayed text differs from the run's records"
     assert out["cpu_seconds"] > 0 and out["us_per_read"] == pytest.approx(1e6 * out["cpu_seconds"] / reads)
     assert "tottime" in out["profile"]
+    # one chunk's calls under the interpreter lock: half a batch of 700 reads, counted, the profiler removed
+    assert out["chunk_reads"] == 350 and out["python_calls"] > 0 and out["c_calls"] > 0 and out["lines"] > 0
+    counts = [n for n, _ in out["top_calls"]]
+    assert len(counts) == 5 and counts == sorted(counts, reverse=True)
+    assert sys.getprofile() is None and sys.gettrace() is None
     assert (map_single.SingleEndRun.post_steps, map_paired.PairedRun.post_steps) == before
 
 
