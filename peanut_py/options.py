@@ -156,7 +156,7 @@ class RunOptions:
                            "q-gram table adapt, as on a smaller device (default: the device's global memory)",
                            1 << 20, None, metavar="SIZE")
     workers: str = _opt("auto", ("--workers",), "where postprocessing runs: worker processes (no interpreter lock "
-                        "between them) or threads of this process; auto: processes with 24 or more postprocessing "
+                        "between them) or threads of this process; auto: processes with 48 or more postprocessing "
                         "workers when the CPU aligns (see --align-on), else threads")
 
     def check_more(self):

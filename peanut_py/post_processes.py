@@ -25,11 +25,12 @@ from multiprocessing import shared_memory
 from .errors import PeanutError
 
 WORKERS = ("auto", "threads", "processes")
-# --workers auto: processes from this many postprocessing workers on.  With few workers the threads share the
-# interpreter lock well enough, and the copies to shared memory and the text through pipes cost more than
-# they save; with many, threads spend most of their time contending for the lock (docs/gpu.md, "Worker
-# processes")
-PROCESSES_MIN_WORKERS = 24
+# --workers auto: processes from this many postprocessing workers on. Threads share one interpreter lock, but
+# a chunk takes it only for a few dozen short steps (the per-read work runs in nogil Cython), and threads need
+# no copy of the batch to shared memory nor the text back through pipes: with 30 workers threads were faster
+# (docs/gpu.md, "Worker processes"). With 62, before the per-read work left the lock, processes were faster;
+# that is not measured since, so many workers keep them
+PROCESSES_MIN_WORKERS = 48
 # batches a worker keeps attached: chunks of the batch after the current one may reach it first
 ATTACHED_BATCHES = 2
 _ALIGN = 64

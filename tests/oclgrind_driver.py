@@ -270,6 +270,20 @@ def main(workdir):
     mapping.run_pipeline = run_sequentially
     mapping._warm_up = lambda *args, **kwargs: None  # the programs build on first use, in this thread
     device_module.Device = RecordedDevice  # the class open_devices makes the run's device from
+
+    class OpenedHere:
+        """cli's DeviceOpening without its thread: Oclgrind takes OpenCL calls from one thread only."""
+
+        def __init__(self, spec=None, memory_cap=None):
+            self._args = (spec, memory_cap)
+
+        def result(self):
+            return device_module.open_devices(*self._args)
+
+        def join(self):
+            pass
+
+    cli.DeviceOpening = OpenedHere
     cli.main(["map", "--device", "oclgrind", "-o", str(workdir / "map.sam"), str(workdir / "ref.h5"),
               *(str(workdir / a) if a.endswith(".fq") else a for a in MAP_ARGS)])
     # the wrappers with a CPU device's buffer handling (host memory: folded index, blocked kmer scan,
