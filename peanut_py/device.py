@@ -264,19 +264,21 @@ class CappedPool:
     use beyond ``cap`` bytes fails as an exhausted device's does (pyopencl.MemoryError, which the device
     stage answers by splitting the batch), after the pool's idle blocks are given back where they and the
     new block would exceed it.  So a run with ``--memory-cap`` allocates what a card of that size holds, not
-    what the larger card it runs on lends it."""
+    what the larger card it runs on lends it.  ``outside`` counts device memory held beside the pool (see
+    :meth:`Device.hold_outside_pool`), which the pool's blocks leave room for."""
 
     def __init__(self, pool, cap):
-        self._pool, self.cap = pool, int(cap)
+        self._pool, self.cap, self.outside = pool, int(cap), 0
 
     def __call__(self, nbytes):
         import pyopencl as cl
 
         pool = self._pool
         size = pool.alloc_size(pool.bin_number(max(int(nbytes), 1)))
-        if pool.active_bytes + size > self.cap:
+        room = self.cap - self.outside
+        if pool.active_bytes + size > room:
             raise cl.MemoryError("clCreateBuffer", -4, f"out of device memory (capped at {self.cap:,} bytes)")
-        if pool.managed_bytes + size > self.cap:
+        if pool.managed_bytes + size > room:
             pool.free_held()
         return pool.allocate(nbytes)
 
@@ -375,6 +377,12 @@ class Device:
         as a frozenset: a read-only view for tests and diagnostics (builds still in progress excluded)."""
         with self._lock:
             return frozenset(k for k, v in self._built.items() if not isinstance(v, threading.Event))
+
+    def hold_outside_pool(self, nbytes):
+        """Count ``nbytes`` of device memory allocated beside the pool (page-locked staging buffers, which
+        NVIDIA's driver backs with device memory) against a memory cap."""
+        if isinstance(self.pool, CappedPool):
+            self.pool.outside += int(nbytes)
 
     def workspace(self, key, n, dtype, headroom=1.25):
         """A device array of ``n`` elements of ``dtype`` in a buffer kept for ``key`` across calls, grown (with

@@ -300,6 +300,8 @@ class _Filtration:
         self.n_raw = self.n_collapsed = self.n_chunks = self.n_windows = self.n_ranges = 0
         used = resident.device_bytes + qi.device_bytes + rb.device_bytes
         self.gathered, self.n_packed, self.gathered_bytes = None, 0, 0
+        # a streamed table crosses the bus with only the buckets this read buffer touches
+        self.touched = self._touched_buckets() if resident.streamed else None
         if resident.streamed and not per_position:
             free = 0.75 * device.global_mem - used
             self.gathered, gathered_bytes = self._gather(GATHER_SHARE * free, JOIN_SHARE * free)
@@ -313,7 +315,17 @@ class _Filtration:
         table (``gathered``)."""
         if self.gathered is not None:
             return iter(self.gathered)
-        return self.resident.qgram_chunks(self.max_buckets)
+        return self.resident.qgram_chunks(self.max_buckets, self.touched)
+
+    def _touched_buckets(self):
+        """Host uint32 words with bit b & 31 of word b >> 5 set where bucket b of the q-gram table may hold a
+        q-gram of the read buffer (the keys that I marks): the buckets a streamed chunk must carry."""
+        n_buckets = self.resident.n_buckets
+        n_words = (n_buckets + 31) // 32
+        touched = self.device.empty(n_words, np.uint32)
+        self.device.launch(self.knl.touched_buckets, n_words, self.qi.I.data, np.uint64(n_buckets),
+                           np.uint32(n_words), touched.data)
+        return touched.get()
 
     def _gather(self, budget, join_budget):
         """(chunks, bytes): one pass over a streamed table that packs, chunk by chunk, the positions of the
@@ -325,7 +337,7 @@ class _Filtration:
         nothing kept, where the packed positions alone would exceed ``budget``."""
         device, knl = self.device, self.knl
         packed_chunks, present, used, n_total = [], [], 0, 0
-        for chunk in self.resident.qgram_chunks(self.max_buckets):
+        for chunk in self.resident.qgram_chunks(self.max_buckets, self.touched):
             self.step("upload")
             values, ranges, n = self._present(chunk)
             if n == 0:

@@ -5,9 +5,11 @@ for every candidate, and filtration reads the q-gram value of a reference positi
 The q-gram table (bucket table and positions) is resident too when it fits the device's share for it, in
 one part or, where the positions exceed the device's largest allocation, in several parts of consecutive
 buckets.  Otherwise it stays on the host and filtration streams it in chunks of consecutive buckets, one
-chunk at a time into reused device buffers.  Every mode hands filtration the same :class:`QGramChunk` views,
-so the hits, and hence the candidates, are identical.
+chunk at a time into reused device buffers; a chunk crosses the bus with only the buckets that the read
+buffer touches (the others left empty), packed on the host.  Every mode hands filtration the same
+:class:`QGramChunk` views of the buckets it looks into, so the hits, and hence the candidates, are identical.
 """
+import os
 from collections import namedtuple
 
 import numpy as np
@@ -28,10 +30,14 @@ CHUNK_SHARE = 0.125
 # are 32-bit kernel arguments.
 MAX_CHUNK_BUCKETS = (1 << 31) - 1
 # Page-locked staging of a streamed table (_HostArray): buffers, bytes each, and the threads that copy a
-# piece of the table into one (NumPy copies without the interpreter lock).
+# piece of the table into one, or pack a chunk's touched buckets (both without the interpreter lock).  Packing
+# waits on memory for every touched bucket, and the device waits for the packing: it takes every core, up to
+# the point where the host's memory is the limit.
 STAGES = 4
 STAGE_BYTES = 64 << 20
-COPY_THREADS = 8
+COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
+# Buckets per thread of a packed chunk at least: fewer are packed by one thread.
+PACK_MIN_BUCKETS = 1 << 16
 # Bytes of the reference copied to a GPU per call: large enough that the calls cost nothing next to the copy,
 # small enough that a block's host pages (released after its copy) are a small share of a run's memory.
 UPLOAD_BLOCK = 64 << 20
@@ -182,8 +188,11 @@ class ResidentReference:
         if self.streamed:
             self.starts_dtype = np.uint32  # chunks are rebased to their first position
             self._host_table = _HostArray(device, positions, np.uint32)
-            self._stream_layouts = {}
-            self._stream_layout(MAX_CHUNK_BUCKETS)  # at start-up, not in the first batch
+            hb = np.asarray(buckets)  # in a type the packer reads (callers may bring their own)
+            self._buckets_host = np.ascontiguousarray(hb, dtype=hb.dtype if hb.dtype in (np.uint32, np.uint64)
+                                                      else np.uint64)
+            self._stream_bounds = {}
+            self._packing = {}  # host arrays a chunk is packed into where no staging buffer holds it
         elif len(bounds) == 2:
             self.buckets = _upload(device, buckets, starts_dtype)
             self.positions = _upload(device, positions, np.uint32)
@@ -199,7 +208,7 @@ class ResidentReference:
         self.device_bytes = sum(a.nbytes for a in (self.packed, self.ambiguous, self.contig_offsets, self.contig_ends))
         self.device_bytes += sum(p.buckets.nbytes + p.positions.nbytes for p in self.parts)
         if self.streamed:
-            self.device_bytes += sum(h.device_bytes for h in self._host_arrays())
+            self.device_bytes += self._host_table.device_bytes
 
     @classmethod
     def from_index(cls, device, reference_index, **kwargs):
@@ -242,11 +251,14 @@ class ResidentReference:
     def starts_ctype(self):
         return "ulong" if self.starts_dtype == np.uint64 else "uint"
 
-    def qgram_chunks(self, max_buckets):
+    def qgram_chunks(self, max_buckets, touched=None):
         """Yield :class:`QGramChunk` covering the table in bucket order, each with at most ``max_buckets``
         buckets (and, streamed, at most ``chunk_positions`` positions unless one bucket alone has more).
 
-        Streamed chunks live in buffers that the next chunk overwrites: use each before advancing."""
+        Streamed chunks live in buffers that the next chunk overwrites: use each before advancing.  With
+        ``touched`` (host uint32 words, bit b & 31 of word b >> 5 for bucket b), a streamed chunk holds the
+        positions of the touched buckets only, the others empty: what a read buffer's filtration looks into
+        (filtration.py), at a fraction of the bytes.  A resident table's chunks hold every bucket."""
         max_buckets = max(1, int(max_buckets))
         if not self.streamed:
             for part in self.parts:
@@ -254,31 +266,60 @@ class ResidentReference:
                     yield part._replace(b_base=part.b_base + b, n_buckets=min(max_buckets, part.n_buckets - b),
                                         first_bucket=part.first_bucket + b)
             return
-        yield from self._streamed_chunks(max_buckets)
+        yield from self._streamed_chunks(max_buckets, touched)
 
-    def _host_arrays(self):
-        """The host arrays a streamed table is copied from: its positions and each layout's bucket starts."""
-        return [self._host_table] + [layout[1] for layout in self._stream_layouts.values()]
+    def _chunk_bounds(self, max_buckets):
+        """Bucket bounds of the streamed chunks, found once per ``max_buckets``."""
+        bounds = self._stream_bounds.get(max_buckets)
+        if bounds is None:
+            bounds = chunk_bounds(self._buckets_host, self.chunk_positions, max_buckets, whole_buckets=True)
+            self._stream_bounds[max_buckets] = bounds
+        return bounds
 
-    def _stream_layout(self, max_buckets):
-        """(bucket bounds of the streamed chunks, their rebased starts one after the other in host memory the
-        device copies from, where each chunk's starts begin there), built once per ``max_buckets``."""
-        layout = self._stream_layouts.get(max_buckets)
-        if layout is None:
-            host = self._buckets_host
-            bounds = chunk_bounds(host, self.chunk_positions, max_buckets, whole_buckets=True)
-            begin = np.arange(len(bounds) - 1, dtype=np.int64) + bounds[:-1]
-            starts = np.empty(self.n_buckets + len(bounds) - 1, np.uint32)
-            for i, (b0, b1) in enumerate(zip(bounds[:-1], bounds[1:])):
-                starts[begin[i] : begin[i] + b1 - b0 + 1] = rebased_starts(host, b0, b1)
-            layout = self._stream_layouts[max_buckets] = (bounds, _HostArray(self.device, starts, np.uint32), begin)
-        return layout
+    def _host_buffer(self, name, n):
+        """A host array of at least ``n`` uint32 for packing a chunk, grown on demand and reused: the copy
+        from it ends before the next chunk is packed (_HostArray.copy_from)."""
+        a = self._packing.get(name)
+        if a is None or len(a) < n:
+            a = self._packing[name] = np.empty(max(int(n), 1), np.uint32)
+        return a[:n]
 
-    def _streamed_chunks(self, max_buckets):
+    def _pack(self, b0, b1, touched):
+        """Buckets [b0, b1) of the table packed for the device: (rebased starts, where they lie, positions,
+        where they lie, count), each place a staging buffer's index (None: a host array).  Without
+        ``touched`` the positions are the table's own slice, copied as they are."""
+        from ._stream_pack import pack_touched, touched_positions
+
+        host, table = self._buckets_host, self._host_table
+        n_b = b1 - b0
+        k = max(1, min(COPY_THREADS, n_b // PACK_MIN_BUCKETS))
+        parts = [(b0 + n_b * i // k, b0 + n_b * (i + 1) // k) for i in range(k)]
+        run = (lambda f, items: [f(*x) for x in items]) if k == 1 else \
+            (lambda f, items: list(_copy_pool().map(lambda x: f(*x), items)))
+        if touched is None:
+            counts = [int(host[bb]) - int(host[ba]) for ba, bb in parts]
+        else:
+            counts = run(lambda ba, bb: touched_positions(host, touched, ba, bb), parts)
+        ats = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+        total = int(ats[-1])
+        # packed into two staging buffers where both fit (no copy between), else into host arrays
+        staged = table.stages(n_b + 1, total) if touched is not None else None
+        starts_at, positions_at = staged or (None, None)
+        starts = table.staged(starts_at, n_b + 1) if staged else self._host_buffer("starts", n_b + 1)
+        if touched is None:
+            p0 = int(host[b0])
+            positions, out = table.array[p0 : p0 + total], None
+        else:
+            positions = out = table.staged(positions_at, total) if staged else self._host_buffer("positions", total)
+        run(lambda i, ba, bb: pack_touched(host, table.array, touched, ba, bb, b0, starts, out, int(ats[i])),
+            [(i, ba, bb) for i, (ba, bb) in enumerate(parts)])
+        starts[n_b] = total
+        return starts, starts_at, positions, positions_at, total
+
+    def _streamed_chunks(self, max_buckets, touched):
         import pyopencl.array as cla
 
-        queue, pool = self.device.queue, self.device.pool
-        bounds, starts, begin = self._stream_layout(max_buckets)
+        queue, pool, table = self.device.queue, self.device.pool, self._host_table
         bufs = {}
 
         def buffer(name, n, dtype):
@@ -287,15 +328,15 @@ class ResidentReference:
                 bufs[name] = cla.empty(queue, max(int(n), 1), dtype, allocator=pool)
             return bufs[name]
 
-        host = self._buckets_host
-        for i, (b0, b1) in enumerate(zip(bounds[:-1], bounds[1:])):
-            p0, p1 = int(host[b0]), int(host[b1])
+        bounds = self._chunk_bounds(max_buckets)
+        for b0, b1 in zip(bounds[:-1], bounds[1:]):
+            starts, starts_at, positions, positions_at, n = self._pack(int(b0), int(b1), touched)
             d_starts = buffer("buckets", b1 - b0 + 1, np.uint32)
-            d_pos = buffer("positions", p1 - p0, np.uint32)
+            d_pos = buffer("positions", n, np.uint32)
             # In-order queue: the kernels of this chunk wait for its copies, the next chunk's copies for them.
-            starts.copy_to(queue, d_starts, begin[i], begin[i] + b1 - b0 + 1)
-            self._host_table.copy_to(queue, d_pos, p0, p1)
-            yield QGramChunk(d_starts, d_pos, 0, b1 - b0, b0, p1 - p0)
+            table.copy_from(queue, d_starts, starts, starts_at)
+            table.copy_from(queue, d_pos, positions, positions_at)
+            yield QGramChunk(d_starts, d_pos, 0, b1 - b0, b0, n)
 
 
 def rebased_starts(starts, b0, b1):
@@ -360,6 +401,7 @@ class _HostArray:
         except (cl.Error, MemoryError):
             # no page-locked memory to be had: copy from the array itself, more slowly
             self._stages, self._events = [], []
+        device.hold_outside_pool(self.device_bytes)
 
     @property
     def device_bytes(self):
@@ -369,23 +411,54 @@ class _HostArray:
     def copy_to(self, queue, dest, lo, hi):
         """Enqueue copies of elements [lo, hi) to the start of device array ``dest``; returns once the last
         piece is in a staging buffer (the device copies it later, in queue order)."""
+        self.copy_from(queue, dest, self.array[lo:hi])
+
+    def stages(self, *sizes):
+        """The next staging buffers, one per size, each free once the device has copied what it held, if
+        there are that many and each holds its size: their indices for :meth:`staged` and
+        :meth:`copy_from` (call that for each before any other copy), or None."""
+        if len(sizes) > len(self._stages) or max(sizes) > len(self._stages[0][1]):
+            return None
+        taken = []
+        for _ in sizes:
+            k = self._next
+            self._next = (k + 1) % len(self._stages)
+            if self._events[k] is not None:
+                self._events[k].wait()
+                self._events[k] = None
+            taken.append(k)
+        return taken
+
+    def staged(self, k, n):
+        """The first ``n`` elements of staging buffer ``k`` (from :meth:`stages`), to be filled by the caller."""
+        return self._stages[k][1][:n]
+
+    def copy_from(self, queue, dest, src, at=None):
+        """Enqueue copies of host array ``src`` (of this dtype) to the start of device array ``dest``;
+        returns once ``src`` may be overwritten (the device copies the staged pieces later, in queue order).
+        ``at``: ``src`` is already staging buffer ``at``'s (:meth:`stages`, :meth:`staged`)."""
         import pyopencl as cl
 
+        n = len(src)
+        if at is not None:
+            if n:
+                self._events[at] = cl.enqueue_copy(queue, dest.data, src, is_blocking=False)
+            return
         if not self._stages:
-            if hi > lo:
-                cl.enqueue_copy(queue, dest.data, self.array[lo:hi], is_blocking=False)
+            if n:
+                cl.enqueue_copy(queue, dest.data, src, is_blocking=True)
             return
         stage = len(self._stages[0][1])
-        for a in range(lo, hi, stage):
-            b = min(hi, a + stage)
+        for a in range(0, n, stage):
+            b = min(n, a + stage)
             k = self._next
             self._next = (k + 1) % len(self._stages)
             if self._events[k] is not None:
                 self._events[k].wait()  # the device has copied this buffer's previous piece
             mapped = self._stages[k][1]
-            _parallel_copy(mapped[: b - a], self.array[a:b])
+            _parallel_copy(mapped[: b - a], src[a:b])
             self._events[k] = cl.enqueue_copy(queue, dest.data, mapped[: b - a],
-                                              dst_offset=(a - lo) * self.dtype.itemsize, is_blocking=False)
+                                              dst_offset=a * self.dtype.itemsize, is_blocking=False)
 
 
 def _parallel_copy(dst, src):

@@ -104,6 +104,13 @@ def test_capped_pool_holds_the_device_to_its_cap():
     del c
     d = cla.empty(dev.queue, 10 << 20, np.uint8, allocator=dev.pool)
     assert int(d.fill(np.uint8(7)).get().max()) == 7
+    # memory held beside the pool (staging buffers) leaves the pool that much less
+    del b, d
+    dev.hold_outside_pool(30 << 20)
+    e = cla.empty(dev.queue, 30 << 20, np.uint8, allocator=dev.pool)
+    with pytest.raises(cl.MemoryError):
+        cla.empty(dev.queue, 8 << 20, np.uint8, allocator=dev.pool)
+    del e
     # without a cap, or a cap above the device's memory, or planning only: the pool itself
     for kwargs in ({}, {"memory_cap": dev.info.global_mem + 1}, {"memory_cap": 64 << 20, "hold_to_cap": False}):
         assert not isinstance(devmod.Device(**kwargs).pool, devmod.CappedPool)

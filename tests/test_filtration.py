@@ -270,6 +270,119 @@ def test_streamed_chunks_tile_the_table(device, planted):
     np.testing.assert_array_equal(np.concatenate(positions), ref["positions"])
 
 
+def touched_reference(n_buckets, buckets_of_keys):
+    """Touched-bucket words (bit b & 31 of word b >> 5) with the buckets ``buckets_of_keys`` set."""
+    bits = np.zeros(((n_buckets + 31) // 32) * 32, bool)
+    bits[np.asarray(buckets_of_keys, np.int64)] = True
+    return np.packbits(bits.reshape(-1, 32)[:, ::-1], axis=1).view(">u4").ravel().astype(np.uint32)
+
+
+@pytest.mark.parametrize("host_memory", [False, True])  # through staging buffers (a GPU's way); a CPU device's
+@pytest.mark.parametrize("stage_bytes", [None, 256])  # chunks packed into staging buffers; into host arrays
+@pytest.mark.parametrize("pack_min", [None, 8])  # each chunk packed by one thread; by several
+def test_streamed_chunks_carry_exactly_the_touched_buckets(planted, monkeypatch, host_memory, stage_bytes,
+                                                           pack_min):
+    """A streamed chunk with ``touched`` holds, for every bucket of its range, the bucket's positions where
+    its bit is set and none where it is not, with its starts rebased to the packed positions (NumPy's)."""
+    if stage_bytes:
+        monkeypatch.setattr(resident_mod, "STAGE_BYTES", stage_bytes)
+    if pack_min:
+        monkeypatch.setattr(resident_mod, "PACK_MIN_BUCKETS", pack_min)
+    ref = planted["ref"]
+    dev = Device(host_memory=host_memory)
+    res = ResidentReference(dev, *table_args(ref, 11, 2), table_budget=0, chunk_positions=1000)
+    full = np.asarray(ref["buckets"], np.int64)
+    n_buckets = len(full) - 1
+    rng = np.random.default_rng(5)
+    for share in (0.0, 0.1, 0.5, 1.0):
+        chosen = np.flatnonzero(rng.random(n_buckets) < share)
+        touched = touched_reference(n_buckets, chosen)
+        sizes = np.diff(full) * np.isin(np.arange(n_buckets), chosen)
+        positions, n_chunks = [], 0
+        for c in res.qgram_chunks(max_buckets=400, touched=touched):
+            n_chunks += 1
+            b0, b1 = c.first_bucket, c.first_bucket + c.n_buckets
+            s = c.buckets.get()[: c.n_buckets + 1].astype(np.int64)
+            np.testing.assert_array_equal(s, np.concatenate([[0], np.cumsum(sizes[b0:b1])]))
+            assert c.n_positions == s[-1]
+            positions.append(c.positions.get()[: c.n_positions])
+        assert n_chunks >= len(ref["positions"]) // 1000
+        expected = [ref["positions"][full[b] : full[b + 1]] for b in chosen]
+        np.testing.assert_array_equal(np.concatenate(positions), np.concatenate([[]] + expected).astype(np.uint32))
+
+
+@pytest.mark.parametrize("starts_dtype", [np.uint32, np.uint64])
+def test_pack_touched_matches_numpy(starts_dtype):
+    """pack_touched and touched_positions against NumPy on random tables, touched sets (empty to full, words
+    skipped whole) and bucket ranges that start and end inside words."""
+    from peanut_py._stream_pack import pack_touched, touched_positions
+
+    rng = np.random.default_rng(17)
+    for trial in range(1500):
+        n_b = int(rng.integers(1, 300))
+        sizes = rng.choice([0, 0, 1, 3, 11, 40], size=n_b)
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(starts_dtype)
+        positions = rng.integers(0, 1 << 32, int(starts[-1]), dtype=np.uint32)
+        bits = rng.random(((n_b + 31) // 32) * 32) < rng.choice([0.0, 0.05, 0.3, 1.0])
+        touched = touched_reference(len(bits), np.flatnonzero(bits))
+        b0 = int(rng.integers(0, n_b + 1))
+        b1 = int(rng.integers(b0, n_b + 1))
+        kept = [b for b in range(b0, b1) if bits[b]]
+        expected = np.concatenate([np.zeros(0, np.uint32)] + [positions[starts[b] : starts[b + 1]] for b in kept])
+        assert touched_positions(starts, touched, b0, b1) == len(expected), trial
+        at = int(rng.integers(0, 5))
+        out_starts = np.zeros(b1 - b0 + 1, np.uint32)
+        out_positions = np.zeros(at + len(expected), np.uint32)
+        assert pack_touched(starts, positions, touched, b0, b1, b0, out_starts, out_positions, at) == at + len(expected)
+        np.testing.assert_array_equal(out_positions[at:], expected)
+        held = np.where(bits[b0:b1], sizes[b0:b1], 0)
+        np.testing.assert_array_equal(out_starts[: b1 - b0], at + np.cumsum(np.concatenate([[0], held]))[:-1])
+        # every bucket, starts only (a chunk copied whole)
+        assert pack_touched(starts, None, None, b0, b1, b0, out_starts, None, 0) == int(starts[b1] - starts[b0])
+        np.testing.assert_array_equal(out_starts[: b1 - b0], (starts[b0:b1] - starts[b0]).astype(np.uint32))
+
+
+def test_pack_touched_checks_its_arguments():
+    from peanut_py._stream_pack import pack_touched, touched_positions
+
+    starts = np.array([0, 2, 2, 5], np.uint32)
+    positions = np.arange(5, dtype=np.uint32)
+    touched = np.array([0b101], np.uint32)
+    assert touched_positions(starts, touched, 0, 3) == 5 and touched_positions(starts, None, 1, 3) == 3
+    out_s, out_p = np.zeros(4, np.uint32), np.zeros(5, np.uint32)
+    assert pack_touched(starts, positions, touched, 0, 3, 0, out_s, out_p, 0) == 5
+    assert out_s[:3].tolist() == [0, 2, 2] and out_p.tolist() == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="outside"):
+        touched_positions(starts, touched, 2, 4)
+    with pytest.raises(ValueError, match="too short"):
+        pack_touched(starts, positions, touched, 0, 3, 0, out_s, np.zeros(4, np.uint32), 0)
+    with pytest.raises(ValueError, match="one entry per bucket"):
+        pack_touched(starts, positions, touched, 0, 3, 1, out_s, out_p, 0)
+
+
+@pytest.mark.parametrize("fold", [0, 1])
+@pytest.mark.parametrize("bits", [22, 17, 12, 3])  # key shift below 0 (fold 1), 0 .. 4, 5 and beyond
+def test_touched_buckets_match_numpy(device, planted, fold, bits):
+    """touched_buckets sets the bit of every bucket that holds a key of the read buffer (where a folded key
+    spans several buckets, all of them) and no other."""
+    p = planted
+    q = p["q"]
+    qi = QGroupIndex(device, p["rb"], q, fold=fold)
+    suffix = 2 * q - bits
+    shift = suffix - 2 * fold
+    keys = np.unique(read_keys(p, q, fold))
+    if shift >= 0:
+        buckets = keys >> shift
+    else:
+        buckets = (keys[:, None] << -shift) + np.arange(1 << -shift)[None, :]
+    knl = filtration.filter_kernels(device, q, qi.s_stride, "uint", fold, suffix)
+    n_buckets = 1 << bits
+    n_words = (n_buckets + 31) // 32
+    out = device.empty(n_words, np.uint32)
+    device.launch(knl.touched_buckets, n_words, qi.I.data, np.uint64(n_buckets), np.uint32(n_words), out.data)
+    np.testing.assert_array_equal(out.get(), touched_reference(n_buckets, np.unique(buckets.ravel())))
+
+
 def test_chunk_bounds_match_a_greedy_scan():
     """chunk_bounds tiles the buckets greedily: each chunk takes buckets while their positions and count stay
     within the limits; a bucket alone above the position limit is a chunk of its own or no tiling."""
@@ -342,7 +455,7 @@ def test_gpu_streamed_table_through_page_locked_staging_gives_identical_candidat
         monkeypatch.setattr(resident_mod, "STAGE_BYTES", stage_bytes)
     gpu = Device(host_memory=False)
     res = ResidentReference(gpu, *table_args(p["ref"], p["q"], p["step"]), table_budget=0, chunk_positions=1500)
-    staged = res._host_arrays()
+    staged = [res._host_table]
     assert res.streamed and all(len(h._stages) == resident_mod.STAGES for h in staged)
     assert res.device_bytes >= sum(h.device_bytes for h in staged) > 0
     rb = ReadBuffer(gpu, p["codes"], p["offsets"])
@@ -529,9 +642,13 @@ def test_padded_sorts_give_identical_candidates(device, planted):
     assert_candidates_equal(cand.to_host(), collapse(p["rs"], p["diag"], 8))
 
 
-def test_per_position_variant_gives_identical_hits(device, planted):
+@pytest.mark.parametrize("streamed", [False, True])  # a streamed table's chunks carry the touched buckets only
+def test_per_position_variant_gives_identical_hits(device, planted, streamed):
     p = planted
-    cand = filter_reference(device, p["resident"], p["qi"], p["rb"], collapse_gap=8, min_votes=1, per_position=True,
+    res = p["resident"] if not streamed else ResidentReference(
+        device, *table_args(p["ref"], p["q"], p["step"]), table_budget=0, chunk_positions=2000)
+    assert res.streamed == streamed
+    cand = filter_reference(device, res, p["qi"], p["rb"], collapse_gap=8, min_votes=1, per_position=True,
                             keep_raw=True, max_hits_per_pass=5000)
     np.testing.assert_array_equal(cand.raw["rs"], p["rs"])
     np.testing.assert_array_equal(cand.raw["diag"], p["diag"])
@@ -546,7 +663,7 @@ def test_streamed_table_gives_identical_candidates(device, planted, monkeypatch,
     p = planted
     res = ResidentReference(device, *table_args(p["ref"], p["q"], p["step"]), table_budget=0, chunk_positions=2000)
     assert res.streamed
-    n_stream_chunks = len(res._stream_layout(filtration.MAX_CHUNK_BUCKETS)[0]) - 1
+    n_stream_chunks = len(res._chunk_bounds(filtration.MAX_CHUNK_BUCKETS)) - 1
     assert n_stream_chunks >= len(p["ref"]["positions"]) // 2000
     args = dict(collapse_gap=8, min_votes=1, max_hits_per_pass=max_hits)
     if gather is None:

@@ -149,6 +149,39 @@ __kernel void present_kmers(__global const STARTS_T *buckets, const ulong b_base
     }
 }
 
+// A streamed table's buckets that the read buffer touches: bit j of touched[w] is set where bucket 32w + j
+// may hold a q-gram whose key I marks (a key is a value without its FOLD_BITS low bits, a bucket one without
+// its SUFFIX_BITS).  The host copies only those buckets' positions across the bus (resident.py): no q-gram
+// of the reads falls into the others, so the hits are those of the whole table.
+#define KEY_SHIFT (SUFFIX_BITS - 2 * FOLD)  // bits of a key below its bucket's; negative: a key spans buckets
+inline uint bucket_touched(__global const uint *I, ulong b)
+{
+#if KEY_SHIFT >= 5
+    uint any = 0;
+    for (ulong w = b << (KEY_SHIFT - 5), end = (b + 1) << (KEY_SHIFT - 5); w < end; ++w) any |= I[w];
+    return any != 0;
+#elif KEY_SHIFT >= 0
+    ulong k = b << KEY_SHIFT;
+    return (I[k >> 5] >> (k & 31u)) & ((1u << (1u << KEY_SHIFT)) - 1u);
+#else
+    ulong k = b >> (-(KEY_SHIFT));
+    return (I[k >> 5] >> (k & 31u)) & 1u;
+#endif
+}
+
+__kernel void touched_buckets(__global const uint *I, const ulong n_buckets, const uint n_words,
+                              __global uint *touched)
+{
+    uint w = get_global_id(0);
+    if (w >= n_words) return;
+    uint bits = 0;
+    for (uint j = 0; j < 32u; ++j) {
+        ulong b = 32ul * w + j;
+        if (b < n_buckets && bucket_touched(I, b)) bits |= 1u << j;
+    }
+    touched[w] = bits;
+}
+
 // out[i] = the slots of the q-group index whose keys are below keys[i], out[n + i] = where they end in O
 // (Sp[out[i]]): slots out[0] .. out[1] - 1 hold exactly the keys keys[0] .. keys[1] - 1, so the present
 // kmers of a chunk of the q-gram table are sought only among the slots of its keys.

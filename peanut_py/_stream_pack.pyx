@@ -1,0 +1,121 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""A streamed q-gram table's chunk packed on the host before it crosses the bus: only the buckets that a read
+buffer touches (wrapped by resident.py, ``ResidentReference.qgram_chunks``).  The loops run without the GIL,
+so that several threads pack parts of one chunk side by side."""
+cimport numpy as cnp
+from libc.string cimport memcpy
+
+cnp.import_array()
+
+ctypedef cnp.uint32_t u32
+ctypedef cnp.uint64_t u64
+ctypedef cnp.int64_t i64
+
+cdef extern from *:
+    # a hint to load a cache line ahead of its use (GCC and Clang; other compilers: no hint)
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define PEANUT_PREFETCH(address) __builtin_prefetch(address)
+    #else
+    #define PEANUT_PREFETCH(address) ((void)(address))
+    #endif
+    """
+    void prefetch "PEANUT_PREFETCH" (const void *address) nogil
+
+# A touched bucket's positions lie some hundred bytes past the previous one's, beyond what the hardware
+# prefetcher follows: they are fetched this many touched buckets ahead, so that the fetches overlap.
+cdef int AHEAD = 48
+
+ctypedef fused starts_t:
+    u32
+    u64
+
+
+cdef inline bint _is_touched(const u32[::1] touched, i64 b) noexcept nogil:
+    return (touched[b >> 5] >> (b & 31)) & 1
+
+
+def _check(const u32[::1] touched, i64 n_buckets, i64 b0, i64 b1):
+    if not 0 <= b0 <= b1 <= n_buckets:
+        raise ValueError(f"buckets {b0} .. {b1} outside the table's {n_buckets}")
+    if touched is not None and touched.shape[0] < (b1 + 31) >> 5:
+        raise ValueError("touched: one bit per bucket")
+
+
+def touched_positions(const starts_t[::1] starts, const u32[::1] touched, i64 b0, i64 b1):
+    """Positions held by the buckets b0 <= b < b1 of the bucket table ``starts`` whose bit is set in
+    ``touched`` (bit b & 31 of word b >> 5; all buckets where ``touched`` is None)."""
+    _check(touched, starts.shape[0] - 1, b0, b1)
+    if touched is None:
+        return <i64>(starts[b1] - starts[b0])
+    cdef i64 b = b0, total = 0
+    cdef u32 word
+    with nogil:
+        while b < b1:
+            word = touched[b >> 5] >> (b & 31)
+            if word == 0 or not word & 1:
+                # to the next touched bucket of this word, or the next word
+                b = (b | 31) + 1 if word == 0 else b + _lowest_set(word)
+                continue
+            total += <i64>(starts[b + 1] - starts[b])
+            b += 1
+    return total
+
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define PEANUT_CTZ(x) __builtin_ctz(x)
+    #else
+    static int PEANUT_CTZ(unsigned x) { int n = 0; while (!(x & 1u)) { x >>= 1; ++n; } return n; }
+    #endif
+    """
+    int _lowest_set "PEANUT_CTZ" (u32 x) nogil  # index of the lowest set bit of a nonzero word
+
+
+def pack_touched(const starts_t[::1] starts, const u32[::1] positions, const u32[::1] touched, i64 b0, i64 b1,
+                 i64 origin, u32[::1] out_starts, u32[::1] out_positions, i64 at):
+    """Buckets b0 <= b < b1 of a chunk that begins at bucket ``origin``, packed: out_starts[b - origin] = ``at``
+    plus the positions of the touched buckets in [b0, b) (an untouched bucket is left empty), and the
+    positions of the touched buckets one after the other from out_positions[at] (None: starts only, of every
+    bucket, for a chunk copied whole).  Returns ``at`` plus the positions written (or counted)."""
+    _check(touched, starts.shape[0] - 1, b0, b1)
+    if b0 < origin or b1 - origin > out_starts.shape[0]:
+        raise ValueError("out_starts: one entry per bucket of the chunk")
+    cdef bint every = touched is None, copy = out_positions is not None, short = False
+    cdef i64 b = b0, b_next, p, lo, hi, end = at, room = out_positions.shape[0] if copy else 0
+    cdef i64 ahead = b0, n_ahead = 0  # the prefetch cursor and the touched buckets in [b, ahead)
+    cdef u32 word
+    cdef u32 *o_starts = &out_starts[0] if out_starts.shape[0] else NULL
+    cdef u32 *o_pos = &out_positions[0] if copy and room else NULL
+    cdef const u32 *pos = &positions[0] if copy and positions.shape[0] else NULL
+    with nogil:
+        while b < b1:
+            if not every:
+                word = touched[b >> 5] >> (b & 31)
+                if not word & 1:
+                    # untouched buckets up to the next touched one of this word, or to the next word: empty
+                    b_next = min((b | 31) + 1 if word == 0 else b + _lowest_set(word), b1)
+                    while b < b_next:
+                        o_starts[b - origin] = <u32>end
+                        b += 1
+                    continue
+            if copy and not every:
+                while ahead < b1 and n_ahead < AHEAD:
+                    if _is_touched(touched, ahead):
+                        prefetch(&pos[starts[ahead]])
+                        n_ahead += 1
+                    ahead += 1
+                n_ahead -= 1
+            o_starts[b - origin] = <u32>end
+            lo, hi = <i64>starts[b], <i64>starts[b + 1]
+            if copy:
+                if end + hi - lo > room:
+                    short = True
+                    break
+                memcpy(&o_pos[end], &pos[lo], (hi - lo) * sizeof(u32))
+            end += hi - lo
+            b += 1
+    if short:
+        raise ValueError("out_positions: too short for the touched buckets' positions")
+    return end
