@@ -52,3 +52,8 @@ def clip_terminal_gaps(read_seq: npt.ArrayLike, read_offsets: npt.ArrayLike, ref
                        ref_offsets: npt.ArrayLike, ref_global_start: npt.ArrayLike, result: BatchAlignments,
                        local: npt.ArrayLike, A: int = 1, B: int = 4, O: int = 6, E: int = 1, *, ambig: int = 1,
                        clip: int = 5) -> BatchAlignments: ...
+def alignments_with_md(read_seq: npt.NDArray[np.uint8], read_offsets: npt.NDArray[np.int64],
+                       ref_seq: npt.NDArray[np.uint8], ref_offsets: npt.NDArray[np.int64],
+                       ref_global_start: npt.NDArray[np.int64], result: BatchAlignments, local: bool, A: int = 1,
+                       B: int = 4, O: int = 6, E: int = 1, *, ambig: int = 1, clip: int = 5
+                       ) -> tuple[BatchAlignments, tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]]: ...

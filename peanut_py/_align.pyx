@@ -40,7 +40,10 @@ cdef enum:                          # traceback byte: which predecessors H equal
 cdef enum:
     ROW_ARRAYS = 6                  # F, D, HV, E, E extended, F extended: one band row each
 
-MAX_LENGTH = 65535   # read and window length limit (keeps int32 scores far from overflow)
+cdef enum:
+    LENGTH_LIMIT = 65535            # read and window length limit (keeps int32 scores far from overflow)
+
+MAX_LENGTH = LENGTH_LIMIT
 MAX_PENALTY = 1000   # limit for every scoring parameter
 
 Alignment = namedtuple("Alignment", "pos ref_end read_begin read_end score nm cigar cigar_string md")
@@ -1053,6 +1056,68 @@ cdef int32_t clip_one_pair(const uint8_t *read, int32_t m, const uint8_t *ref, u
     return last - first + 1
 
 
+cdef int32_t clip_problem(const uint8_t *read, int32_t m, const uint8_t *ref, const uint32_t *src, int64_t n_src,
+                          int64_t gstart, bint local, const Scoring *sc, int64_t *pos, int64_t *ref_end,
+                          int32_t *read_begin, int32_t *read_end, int32_t *score, int32_t *nm,
+                          uint32_t *ops) noexcept nogil:
+    """One aligned pair's ops ``src`` rewritten into ``ops`` (room for its ops other than S, plus two): with
+    ``local``, terminal gaps clipped (clip_one_pair) and the pair's fields (global ``pos``/``ref_end``)
+    updated, NM recomputed where the clip moved an end; then the soft clips rebuilt from read_begin/read_end.
+    Returns the number of ops written."""
+    cdef int32_t n_ops = 0, mism, op, l, k, qb, qe, s
+    cdef int64_t x, rb, re_, q, r
+    cdef uint8_t a, b
+    # copy without soft clips; they are rebuilt from read_begin/read_end
+    for x in range(n_src):
+        if (src[x] & 0xf) != OP_S:
+            ops[n_ops] = src[x]
+            n_ops += 1
+    if local:
+        rb = pos[0] - gstart
+        re_ = ref_end[0] - gstart
+        qb = read_begin[0]
+        qe = read_end[0]
+        s = score[0]
+        n_ops = clip_one_pair(read, m, ref, ops, n_ops, sc, &rb, &re_, &qb, &qe, &s)
+        if qb != read_begin[0] or qe != read_end[0]:
+            pos[0] = gstart + rb
+            ref_end[0] = gstart + re_
+            read_begin[0] = qb
+            read_end[0] = qe
+            score[0] = s
+            # NM of what is left: mismatching M columns plus gap lengths
+            mism = 0
+            q = qb
+            r = rb
+            for x in range(n_ops):
+                op = ops[x] & 0xf
+                l = ops[x] >> 4
+                if op == OP_M:
+                    for k in range(l):
+                        a = read[q + k]
+                        b = ref[r + k]
+                        mism += a != b or a == 4 or b == 4
+                    q += l
+                    r += l
+                elif op == OP_I:
+                    mism += l
+                    q += l
+                else:
+                    mism += l
+                    r += l
+            nm[0] = mism
+    # soft clips back at both ends
+    if read_begin[0] > 0:
+        for x in range(n_ops, 0, -1):
+            ops[x] = ops[x - 1]
+        ops[0] = (<uint32_t> read_begin[0] << 4) | OP_S
+        n_ops += 1
+    if read_end[0] < m:
+        ops[n_ops] = (<uint32_t> (m - read_end[0]) << 4) | OP_S
+        n_ops += 1
+    return n_ops
+
+
 def clip_terminal_gaps(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, result, local,
                        A=1, B=4, O=6, E=1, *, ambig=1, clip=5):
     """bwa-mem's rule for gaps near read ends, applied to align_batch's (or the device kernel's) result: in
@@ -1074,7 +1139,11 @@ def clip_terminal_gaps(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_
     nm = np.array(result.nm, dtype=np.int32)
     src_cigar = np.ascontiguousarray(result.cigar, dtype=np.uint32)
     src_off = np.ascontiguousarray(result.cigar_offsets, dtype=np.int64)
-    cigar = np.empty(max(src_cigar.size, 1), dtype=np.uint32)
+    if any(a.size != npairs for a in (pos, ref_end, read_begin, read_end, score, nm)) or \
+            src_off.size != npairs + 1:
+        raise ValueError("result does not match the input's number of pairs")
+    # every pair's ops other than S, plus its two soft clips at most
+    cigar = np.empty(src_cigar.size + 2 * npairs + 1, dtype=np.uint32)
     cigar_offsets = np.zeros(npairs + 1, dtype=np.int64)
     cdef const uint8_t[::1] rv = rseq if rseq.size else np.zeros(1, np.uint8)
     cdef const uint8_t[::1] fv = fseq if fseq.size else np.zeros(1, np.uint8)
@@ -1084,65 +1153,136 @@ def clip_terminal_gaps(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_
     cdef uint32_t[::1] cv = cigar
     cdef int64_t[::1] co = cigar_offsets, pv = pos, ev = ref_end
     cdef int32_t[::1] bv = read_begin, dv = read_end, sv = score, nv = nm
-    cdef int64_t p, x, at = 0, n = npairs, rb, re_, q, r
-    cdef int32_t n_ops, m, k, op, l, qb, qe, s, mism
-    cdef uint8_t a, b
-    cdef uint32_t *ops
+    cdef int64_t p, at = 0, n = npairs
+    cdef int32_t n_ops
     with nogil:
         for p in range(n):
             n_ops = 0
-            ops = &cv[0] + at
             if pv[p] >= 0:
-                # copy without soft clips; they are rebuilt from read_begin/read_end
-                for x in range(so[p], so[p + 1]):
-                    if (sc_v[x] & 0xf) != OP_S:
-                        ops[n_ops] = sc_v[x]
-                        n_ops += 1
-                if lv[p]:
-                    m = <int32_t> (ro[p + 1] - ro[p])
-                    rb = pv[p] - gs[p]
-                    re_ = ev[p] - gs[p]
-                    qb = bv[p]
-                    qe = dv[p]
-                    s = sv[p]
-                    n_ops = clip_one_pair(&rv[0] + ro[p], m, &fv[0] + fo[p], ops, n_ops, &sc, &rb, &re_, &qb, &qe,
-                                          &s)
-                    if qb != bv[p] or qe != dv[p]:
-                        pv[p] = gs[p] + rb
-                        ev[p] = gs[p] + re_
-                        bv[p] = qb
-                        dv[p] = qe
-                        sv[p] = s
-                        # NM of what is left: mismatching M columns plus gap lengths
-                        mism = 0
-                        q = qb
-                        r = rb
-                        for x in range(n_ops):
-                            op = ops[x] & 0xf
-                            l = ops[x] >> 4
-                            if op == OP_M:
-                                for k in range(l):
-                                    a = rv[ro[p] + q + k]
-                                    b = fv[fo[p] + r + k]
-                                    mism += a != b or a == 4 or b == 4
-                                q += l
-                                r += l
-                            elif op == OP_I:
-                                mism += l
-                                q += l
-                            else:
-                                mism += l
-                                r += l
-                        nv[p] = mism
-                # soft clips back at both ends
-                if bv[p] > 0:
-                    for x in range(n_ops, 0, -1):
-                        ops[x] = ops[x - 1]
-                    ops[0] = (<uint32_t> bv[p] << 4) | OP_S
-                    n_ops += 1
-                if dv[p] < <int32_t> (ro[p + 1] - ro[p]):
-                    ops[n_ops] = (<uint32_t> (ro[p + 1] - ro[p] - dv[p]) << 4) | OP_S
-                    n_ops += 1
+                n_ops = clip_problem(&rv[0] + ro[p], <int32_t> (ro[p + 1] - ro[p]), &fv[0] + fo[p],
+                                     &sc_v[0] + so[p], so[p + 1] - so[p], gs[p], lv[p] != 0, &sc, &pv[p], &ev[p],
+                                     &bv[p], &dv[p], &sv[p], &nv[p], &cv[0] + at)
             at += n_ops
             co[p + 1] = at
     return BatchAlignments(pos, ref_end, read_begin, read_end, score, nm, cigar[:at], cigar_offsets)
+
+
+cdef bint alignment_fits(const uint32_t *cig, int64_t n_ops, int64_t m, int64_t n, int64_t ref_begin,
+                         int64_t ref_end, int64_t read_begin, int64_t read_end) noexcept nogil:
+    """Whether an alignment's ops (M, I, D and S only) span exactly its read interval [read_begin, read_end)
+    and window interval [ref_begin, ref_end), both inside a read of m bases and a window of n, with no more
+    soft-clipped bases than the read has left: then clipping and MD read nothing outside them."""
+    cdef int64_t k, clipped = 0, read_span = 0, ref_span = 0, l
+    cdef uint32_t op
+    for k in range(n_ops):
+        op = cig[k] & 0xf
+        l = cig[k] >> 4
+        if op == OP_M:
+            read_span += l
+            ref_span += l
+        elif op == OP_I:
+            read_span += l
+        elif op == OP_D:
+            ref_span += l
+        elif op == OP_S:
+            clipped += l
+        else:
+            return False
+    return (0 <= read_begin <= read_end <= m and read_span == read_end - read_begin and clipped + read_span <= m
+            and 0 <= ref_begin <= ref_end <= n and ref_span == ref_end - ref_begin)
+
+
+cdef inline bint span_inside(const int64_t[::1] offsets, int64_t p, int64_t total) noexcept nogil:
+    # item p's [offsets[p], offsets[p + 1]) lies in [0, total] and is at most LENGTH_LIMIT long
+    return 0 <= offsets[p] <= offsets[p + 1] <= total and offsets[p + 1] - offsets[p] <= LENGTH_LIMIT
+
+
+def alignments_with_md(const uint8_t[::1] read_seq, const int64_t[::1] read_offsets, const uint8_t[::1] ref_seq,
+                       const int64_t[::1] ref_offsets, const int64_t[::1] ref_global_start, result, bint local,
+                       A=1, B=4, O=6, E=1, *, ambig=1, clip=5):
+    """clip_terminal_gaps (all pairs local, or none) and md_flat of align_batch's (or the device kernel's)
+    result in one pass without the GIL: (BatchAlignments, (MD text, MD offsets)), the same as those two
+    calls; without ``local`` the result itself comes back. For input made in this process: the arrays must
+    already have the dtypes align_batch returns (uint8 codes, int64 offsets and starts, result's as
+    BatchAlignments) and are not converted or scanned; lengths, each pair's offsets and each aligned pair's
+    CIGAR against its read and window are checked as the loop meets them, so that nothing outside the
+    arrays is read or written."""
+    cdef Scoring sc = make_scoring(A, B, O, E, ambig, clip)
+    cdef int64_t n = ref_global_start.shape[0]
+    cdef const int64_t[::1] pos_in = result.pos, end_in = result.ref_end, co_in = result.cigar_offsets
+    cdef const int32_t[::1] rb_in = result.read_begin, re_in = result.read_end, sc_in = result.score
+    cdef const int32_t[::1] nm_in = result.nm
+    cdef const uint32_t[::1] cig_in = result.cigar
+    if read_offsets.shape[0] != n + 1 or ref_offsets.shape[0] != n + 1 or co_in.shape[0] != n + 1 or \
+            pos_in.shape[0] != n or end_in.shape[0] != n or rb_in.shape[0] != n or re_in.shape[0] != n or \
+            sc_in.shape[0] != n or nm_in.shape[0] != n:
+        raise ValueError("alignments_with_md: the result and the problems differ in number")
+    cdef int64_t r_total = read_seq.shape[0], f_total = ref_seq.shape[0], c_total = cig_in.shape[0]
+    # an MD string has at most 3 characters per reference base of its window plus a closing number
+    cdef int64_t text_cap = 3 * f_total + 16 * n + 16
+    text = np.empty(text_cap, dtype=np.uint8)
+    md_offsets = np.zeros(n + 1, dtype=np.int64)
+    cdef uint8_t[::1] tv = text
+    cdef int64_t[::1] mo = md_offsets
+    # local: the clipped result, each pair's ops other than S plus its two soft clips at most
+    cdef int64_t cig_cap = c_total + 2 * n + 1 if local else 1
+    cdef int64_t[::1] pv, ev, co
+    cdef int32_t[::1] bv, dv, sv, nv
+    cdef uint32_t[::1] cv
+    if local:
+        pos, ref_end, cigar_offsets = np.empty(n, np.int64), np.empty(n, np.int64), np.zeros(n + 1, np.int64)
+        read_begin, read_end = np.empty(n, np.int32), np.empty(n, np.int32)
+        score, nm, cigar = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(cig_cap, np.uint32)
+        pv, ev, co, bv, dv, sv, nv, cv = pos, ref_end, cigar_offsets, read_begin, read_end, score, nm, cigar
+    cdef const uint8_t *rp = &read_seq[0] if r_total else NULL
+    cdef const uint8_t *fp = &ref_seq[0] if f_total else NULL
+    cdef const uint32_t *cp = &cig_in[0] if c_total else NULL
+    cdef const uint32_t *ops
+    cdef int64_t p, at_text = 0, at_cig = 0, bad = -1, room, gs, c0, c1
+    cdef int32_t n_ops, m, length
+    with nogil:
+        for p in range(n):
+            gs = ref_global_start[p]
+            c0 = co_in[p]
+            c1 = co_in[p + 1]
+            if local:
+                pv[p] = pos_in[p]
+                ev[p] = end_in[p]
+                bv[p] = rb_in[p]
+                dv[p] = re_in[p]
+                sv[p] = sc_in[p]
+                nv[p] = nm_in[p]
+            if pos_in[p] >= 0:
+                if not (span_inside(read_offsets, p, r_total) and span_inside(ref_offsets, p, f_total)
+                        and 0 <= c0 <= c1 <= c_total
+                        and alignment_fits(cp + c0, c1 - c0, read_offsets[p + 1] - read_offsets[p],
+                                           ref_offsets[p + 1] - ref_offsets[p], pos_in[p] - gs, end_in[p] - gs,
+                                           rb_in[p], re_in[p])
+                        and (not local or at_cig + (c1 - c0) + 2 <= cig_cap)):
+                    bad = p
+                    break
+                m = <int32_t> (read_offsets[p + 1] - read_offsets[p])
+                if local:
+                    n_ops = clip_problem(rp + read_offsets[p], m, fp + ref_offsets[p], cp + c0, c1 - c0, gs, True,
+                                         &sc, &pv[p], &ev[p], &bv[p], &dv[p], &sv[p], &nv[p], &cv[0] + at_cig)
+                    ops = &cv[0] + at_cig
+                    at_cig += n_ops
+                else:
+                    n_ops = <int32_t> (c1 - c0)
+                    ops = cp + c0
+                room = text_cap - at_text
+                length = md_core(rp + read_offsets[p], fp + ref_offsets[p], (pv[p] if local else pos_in[p]) - gs,
+                                 ops, n_ops, <char *> &tv[0] + at_text, <int32_t> (room if room < (1 << 30) else 1 << 30))
+                if length < 0:
+                    bad = p
+                    break
+                at_text += length
+            if local:
+                co[p + 1] = at_cig
+            mo[p + 1] = at_text
+    if bad >= 0:
+        raise ValueError(f"alignments_with_md: alignment {bad} does not fit its read and window")
+    if not local:
+        return result, (text, md_offsets)
+    return BatchAlignments(pos, ref_end, read_begin, read_end, score, nm, cigar[:at_cig], cigar_offsets), \
+        (text, md_offsets)

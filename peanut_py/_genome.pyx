@@ -8,6 +8,8 @@ cimport numpy as cnp
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
+from peanut_py._search cimport first_above
+
 cnp.import_array()
 
 # The four codes of the four bases packed in one byte, as the bytes of a uint32 (first base in the lowest bits
@@ -34,18 +36,6 @@ cdef extern from *:
 # memory this many windows ahead, so that the fetches overlap instead of stalling one after the other
 cdef enum:
     PREFETCH_AHEAD = 8
-
-
-cdef inline Py_ssize_t _first_run_ending_after(const int64_t[::1] run_end, int64_t g) noexcept nogil:
-    """The first run whose end lies beyond g (runs are disjoint and sorted, so their ends ascend)."""
-    cdef Py_ssize_t lo = 0, hi = run_end.shape[0], mid
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if run_end[mid] <= g:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def unpack_windows(const uint32_t[::1] words, const int64_t[::1] run_start, const int64_t[::1] run_end,
@@ -100,7 +90,7 @@ def unpack_windows(const uint32_t[::1] words, const int64_t[::1] run_start, cons
             while g < hi:
                 dst[g - lo] = 4
                 g += 1
-            k = _first_run_ending_after(run_end, lo)
+            k = first_above(run_end, lo)    # the first run ending beyond lo (disjoint sorted runs: ends ascend)
             while k < n_runs and run_start[k] < hi:
                 a = run_start[k] if run_start[k] > lo else lo
                 b = run_end[k] if run_end[k] < hi else hi

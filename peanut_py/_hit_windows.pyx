@@ -5,17 +5,7 @@ import numpy as np
 
 from libc.stdint cimport int32_t, int64_t
 
-
-cdef inline Py_ssize_t _contig_of(const int64_t[::1] contig_start, int64_t x) noexcept nogil:
-    """The last contig whose start is at most x (np.searchsorted(contig_start, x, side="right") - 1)."""
-    cdef Py_ssize_t lo = 0, hi = contig_start.shape[0], mid
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if contig_start[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+from peanut_py._search cimport first_above
 
 
 def hit_windows(const int64_t[::1] hit_start, const int64_t[::1] hit_end, const int64_t[::1] read_off,
@@ -41,7 +31,7 @@ def hit_windows(const int64_t[::1] hit_start, const int64_t[::1] hit_end, const 
     cdef int64_t a, b, d0, d1, bad = 0
     with nogil:
         for k in range(n):
-            c = _contig_of(contig_start, hit_start[k])
+            c = first_above(contig_start, hit_start[k]) - 1   # the last contig starting at or before the hit
             if c < 0:
                 bad = 1
                 break

@@ -16,6 +16,8 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memcpy
 
+from peanut_py._search cimport first_above
+
 ctypedef fused mapq_t:
     int32_t
     int64_t
@@ -173,18 +175,6 @@ def concordant_combinations(const int64_t[::1] read, const int64_t[::1] strand, 
     return _combination_arrays(&c)
 
 
-cdef inline int64_t _contig_of(const int64_t[::1] offsets, int64_t x) noexcept nogil:
-    """np.searchsorted(offsets, x, side="right") - 1."""
-    cdef int64_t lo = 0, hi = offsets.shape[0], mid
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if offsets[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
-
-
 def pair_items(const uint32_t[::1] rs, const uint32_t[::1] start, const int64_t[::1] end,
                const int64_t[::1] order, const int64_t[::1] ptr, const int32_t[::1] report,
                const int64_t[::1] contig_offsets, bint has_insert, int64_t low, int64_t high,
@@ -246,7 +236,7 @@ def pair_items(const uint32_t[::1] rs, const uint32_t[::1] start, const int64_t[
                     c_strand[c] = rs[h] & 1
                     c_start[c] = start[h]
                     c_end[c] = end[h]
-                    c_contig[c] = _contig_of(contig_offsets, c_start[c])
+                    c_contig[c] = first_above(contig_offsets, c_start[c]) - 1
                     need[c] = 0
                     c += 1
             if has_insert and n_cand > 0:

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _hit_windows, _single_end
-from .align import align_batch, clip_terminal_gaps, md_flat
+from .align import align_batch, alignments_with_md
 from .mapq import MaskedQgrams, close_rival, close_rival_gap, mapq_model, pair_mapq, unseen_rival_score
 from .pair_choice import choose_pairs
 from .pair_items import chosen_items, combination_scores, pair_items, raised_where, without_ties
@@ -215,14 +215,15 @@ class Postprocessor:
                              self.opts.local, sc.match, sc.mismatch, sc.gap_open, sc.gap_extend, clip=sc.clip)
 
     def complete(self, problems, aln):
-        """The aligner's results finished: terminal gaps clipped (local mode) and MD strings; returns
-        (BatchAlignments, md_flat's MD (text, offsets), contig index per problem)."""
+        """The aligner's results finished: terminal gaps clipped (local mode) and MD strings, in one pass
+        without the GIL (align.alignments_with_md: the problems and the aligner's results are this process's
+        own, in the dtypes it makes, so they are taken as they are); returns (BatchAlignments, md_flat's MD
+        (text, offsets), contig index per problem)."""
         sc = self.opts.scoring
         p = problems
-        if self.opts.local:
-            aln = clip_terminal_gaps(p.read_codes, p.read_off, p.ref_codes, p.ref_off, p.win_lo, aln, True, sc.match,
-                                     sc.mismatch, sc.gap_open, sc.gap_extend, clip=sc.clip)
-        md = md_flat(p.read_codes, p.read_off, p.ref_codes, p.ref_off, p.win_lo, aln)
+        aln, md = alignments_with_md(p.read_codes, p.read_off, p.ref_codes, p.ref_off, p.win_lo, aln,
+                                     self.opts.local, sc.match, sc.mismatch, sc.gap_open, sc.gap_extend,
+                                     clip=sc.clip)
         return aln, md, p.contig
 
     def align_hits(self, batch, read, strand, hit_start, hit_end):
