@@ -8,6 +8,7 @@ cimport numpy as cnp
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
+from peanut_py._hints cimport prefetch
 from peanut_py._search cimport first_above
 
 cnp.import_array()
@@ -20,17 +21,6 @@ cdef int _b
 for _b in range(256):
     _FOUR[_b] = (_b & 3) | ((_b >> 2) & 3) << 8 | ((_b >> 4) & 3) << 16 | ((_b >> 6) & 3) << 24
 cdef bint _LITTLE = sys.byteorder == "little"
-
-cdef extern from *:
-    # a hint to load a cache line ahead of its use (GCC and Clang; other compilers: no hint)
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define PEANUT_PREFETCH(address) __builtin_prefetch(address)
-    #else
-    #define PEANUT_PREFETCH(address) ((void)(address))
-    #endif
-    """
-    void prefetch "PEANUT_PREFETCH" (const void *address) nogil
 
 # windows lie at random places of a genome far larger than the caches: each one's bases are fetched from
 # memory this many windows ahead, so that the fetches overlap instead of stalling one after the other

@@ -5,22 +5,13 @@ so that several threads pack parts of one chunk side by side."""
 cimport numpy as cnp
 from libc.string cimport memcpy
 
+from peanut_py._hints cimport lowest_set_bit, prefetch
+
 cnp.import_array()
 
 ctypedef cnp.uint32_t u32
 ctypedef cnp.uint64_t u64
 ctypedef cnp.int64_t i64
-
-cdef extern from *:
-    # a hint to load a cache line ahead of its use (GCC and Clang; other compilers: no hint)
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define PEANUT_PREFETCH(address) __builtin_prefetch(address)
-    #else
-    #define PEANUT_PREFETCH(address) ((void)(address))
-    #endif
-    """
-    void prefetch "PEANUT_PREFETCH" (const void *address) nogil
 
 # A touched bucket's positions lie some hundred bytes past the previous one's, beyond what the hardware
 # prefetcher follows: they are fetched this many touched buckets ahead, so that the fetches overlap.
@@ -55,22 +46,11 @@ def touched_positions(const starts_t[::1] starts, const u32[::1] touched, i64 b0
             word = touched[b >> 5] >> (b & 31)
             if word == 0 or not word & 1:
                 # to the next touched bucket of this word, or the next word
-                b = (b | 31) + 1 if word == 0 else b + _lowest_set(word)
+                b = (b | 31) + 1 if word == 0 else b + lowest_set_bit(word)
                 continue
             total += <i64>(starts[b + 1] - starts[b])
             b += 1
     return total
-
-
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define PEANUT_CTZ(x) __builtin_ctz(x)
-    #else
-    static int PEANUT_CTZ(unsigned x) { int n = 0; while (!(x & 1u)) { x >>= 1; ++n; } return n; }
-    #endif
-    """
-    int _lowest_set "PEANUT_CTZ" (u32 x) nogil  # index of the lowest set bit of a nonzero word
 
 
 def pack_touched(const starts_t[::1] starts, const u32[::1] positions, const u32[::1] touched, i64 b0, i64 b1,
@@ -95,7 +75,7 @@ def pack_touched(const starts_t[::1] starts, const u32[::1] positions, const u32
                 word = touched[b >> 5] >> (b & 31)
                 if not word & 1:
                     # untouched buckets up to the next touched one of this word, or to the next word: empty
-                    b_next = min((b | 31) + 1 if word == 0 else b + _lowest_set(word), b1)
+                    b_next = min((b | 31) + 1 if word == 0 else b + lowest_set_bit(word), b1)
                     while b < b_next:
                         o_starts[b - origin] = <u32>end
                         b += 1
