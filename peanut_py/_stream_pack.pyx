@@ -22,8 +22,15 @@ ctypedef fused starts_t:
     u64
 
 
-cdef inline bint _is_touched(const u32[::1] touched, i64 b) noexcept nogil:
-    return (touched[b >> 5] >> (b & 31)) & 1
+cdef inline i64 _next_touched(const u32[::1] touched, i64 b, i64 b1) noexcept nogil:
+    """The first touched bucket in [b, b1), b1 where none is: whole words of untouched buckets skipped."""
+    cdef u32 word
+    while b < b1:
+        word = touched[b >> 5] >> (b & 31)
+        if word:
+            return min(b + lowest_set_bit(word), b1)
+        b = (b | 31) + 1
+    return b1
 
 
 def _check(const u32[::1] touched, i64 n_buckets, i64 b0, i64 b1):
@@ -39,17 +46,12 @@ def touched_positions(const starts_t[::1] starts, const u32[::1] touched, i64 b0
     _check(touched, starts.shape[0] - 1, b0, b1)
     if touched is None:
         return <i64>(starts[b1] - starts[b0])
-    cdef i64 b = b0, total = 0
-    cdef u32 word
+    cdef i64 b, total = 0
     with nogil:
+        b = _next_touched(touched, b0, b1)
         while b < b1:
-            word = touched[b >> 5] >> (b & 31)
-            if word == 0 or not word & 1:
-                # to the next touched bucket of this word, or the next word
-                b = (b | 31) + 1 if word == 0 else b + lowest_set_bit(word)
-                continue
             total += <i64>(starts[b + 1] - starts[b])
-            b += 1
+            b = _next_touched(touched, b + 1, b1)
     return total
 
 
@@ -65,28 +67,27 @@ def pack_touched(const starts_t[::1] starts, const u32[::1] positions, const u32
     cdef bint every = touched is None, copy = out_positions is not None, short = False
     cdef i64 b = b0, b_next, p, lo, hi, end = at, room = out_positions.shape[0] if copy else 0
     cdef i64 ahead = b0, n_ahead = 0  # the prefetch cursor and the touched buckets in [b, ahead)
-    cdef u32 word
     cdef u32 *o_starts = &out_starts[0] if out_starts.shape[0] else NULL
     cdef u32 *o_pos = &out_positions[0] if copy and room else NULL
     cdef const u32 *pos = &positions[0] if copy and positions.shape[0] else NULL
     with nogil:
         while b < b1:
             if not every:
-                word = touched[b >> 5] >> (b & 31)
-                if not word & 1:
-                    # untouched buckets up to the next touched one of this word, or to the next word: empty
-                    b_next = min((b | 31) + 1 if word == 0 else b + lowest_set_bit(word), b1)
-                    while b < b_next:
-                        o_starts[b - origin] = <u32>end
-                        b += 1
-                    continue
-            if copy and not every:
-                while ahead < b1 and n_ahead < AHEAD:
-                    if _is_touched(touched, ahead):
+                b_next = _next_touched(touched, b, b1)
+                while b < b_next:  # untouched buckets: empty
+                    o_starts[b - origin] = <u32>end
+                    b += 1
+                if b == b1:
+                    break
+                if copy:
+                    while n_ahead < AHEAD:
+                        ahead = _next_touched(touched, ahead, b1)
+                        if ahead == b1:
+                            break
                         prefetch(&pos[starts[ahead]])
                         n_ahead += 1
-                    ahead += 1
-                n_ahead -= 1
+                        ahead += 1
+                    n_ahead -= 1
             o_starts[b - origin] = <u32>end
             lo, hi = <i64>starts[b], <i64>starts[b + 1]
             if copy:
