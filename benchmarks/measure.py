@@ -6,7 +6,10 @@
 
 The first prints one line: exit status, wall clock, peak RSS and CPU time (``os.wait4``), and where
 ``nvidia-smi`` exists the most GPU memory in use while the command ran (sampled every 100 ms: the whole GPU's,
-so run one tool at a time).  The second prints the fraction of reads placed within 20 bp of the truth and the
+so run one tool at a time). ``MEASURE_GPU=0`` leaves nvidia-smi out (each call of it takes the driver for a
+while, which slows a GPU program's start on hosts with several GPUs); ``MEASURE_STAMPS=1`` puts the seconds
+since the start before every line of NAME.err and adds a last line with the exit time, which shows where a
+run spends its start-up and its end.  The second prints the fraction of reads placed within 20 bp of the truth and the
 wrong reads at MAPQ >= 20 (benchmarks/scoring.py).
 """
 import os
@@ -22,11 +25,17 @@ sys.path.insert(0, os.path.dirname(HERE))
 GPU_SAMPLE_S = 0.1
 
 
-def run_measured(cmd, stdout=None, stderr=None):
-    """(returncode, wall s, peak RSS MB, CPU s) of one process."""
+def run_measured(cmd, stdout=None, stderr=None, stamps=False):
+    """(returncode, wall s, peak RSS MB, CPU s) of one process; with ``stamps``, each line it writes to
+    standard error goes to ``stderr`` after the seconds since its start."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr)
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE if stamps else stderr)
+    if stamps:
+        for line in proc.stderr:
+            stderr.write(b"[+%.2f] " % (time.perf_counter() - t0) + line)
     _, status, usage = os.wait4(proc.pid, 0)
+    if stamps:
+        stderr.write(b"[+%.2f] exit\n" % (time.perf_counter() - t0))
     proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, time.perf_counter() - t0, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
@@ -35,9 +44,9 @@ class GpuMemory:
     """The most memory in use on the GPU(s) (MiB, summed over GPUs) while the context is open, by nvidia-smi;
     ``peak`` stays None without nvidia-smi."""
 
-    def __init__(self):
+    def __init__(self, enabled=True):
         self.peak = None
-        self._smi = shutil.which("nvidia-smi")
+        self._smi = shutil.which("nvidia-smi") if enabled else None
         self._stop = threading.Event()
 
     def _sample(self):
@@ -65,8 +74,9 @@ class GpuMemory:
 
 
 def measure(name, cmd):
-    with open(f"{name}.out", "wb") as out, open(f"{name}.err", "wb") as err, GpuMemory() as gpu:
-        rc, wall, rss, cpu = run_measured(cmd, stdout=out, stderr=err)
+    with open(f"{name}.out", "wb") as out, open(f"{name}.err", "wb") as err, \
+            GpuMemory(os.environ.get("MEASURE_GPU") != "0") as gpu:
+        rc, wall, rss, cpu = run_measured(cmd, stdout=out, stderr=err, stamps=os.environ.get("MEASURE_STAMPS") == "1")
     line = f"{name:<22} rc={rc} wall={wall:.2f} s peak RSS {rss:,.0f} MB CPU {cpu:.0f} s"
     return line + (f" GPU peak {gpu.peak:,} MiB" if gpu.peak is not None else "")
 
