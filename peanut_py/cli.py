@@ -113,7 +113,20 @@ def cmd_map(args):
         min_score=args.min_score, secondary=args.secondary, scoring=scoring, validate_all=args.validate_all, align_on=args.align_on,
     ))
     run = check(RunOptions(threads=args.threads, batch_size=args.batch_size, memory_cap=args.memory_cap,
-                           workers=args.workers))
+                           workers=args.workers, processes=args.processes))
+    from .shards import wanted
+
+    if wanted(run.processes, args.device, run.threads):
+        from .shards import map_in_processes
+
+        map_in_processes(
+            args.index, args.reads, opts, output=args.output, output_format=args.output_format,
+            hit_only=args.no_unmapped, run=run, device_spec=args.device,
+            read_group=args.read_group, reference=args.reference, command_line=args.command_line,
+            log=None if args.quiet else _log, mates=args.mates, interleaved=args.interleaved,
+            insert_size=args.insert_size,
+        )
+        return
     # the OpenCL platform and context come up while the mapping modules load and the index opens
     opening = DeviceOpening(args.device, run.memory_cap)
     try:
@@ -173,7 +186,8 @@ def _flush_standard_streams():
     """Flush stdout and stderr before os._exit (which skips it); a closed or broken stream is left alone."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:
+                stream.flush()
         except (OSError, ValueError):
             pass
 
@@ -307,6 +321,7 @@ def build_parser():
     _option(p, RunOptions, "memory_cap", type=_size)
     _option(p, RunOptions, "batch_size")
     _option(p, RunOptions, "workers", type=str, choices=("auto", "threads", "processes"))
+    _option(p, RunOptions, "processes", type=_int_or_auto)
     for name in ("match", "mismatch", "gap_open", "gap_extend", "clip"):
         _option(p, Scoring, name)
     p.add_argument("--reference", metavar="REF.fa", help="refuse to run unless INDEX was built from this FASTA")
@@ -376,6 +391,7 @@ def main(argv=None):
     # output closed is an error only where the output would go there; see sam.open_output.)
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")
+    program = argv is None  # the peanut command itself, not a caller in this process
     if argv is None:
         argv = sys.argv[1:]
         if argv[:1] == ["map"]:
@@ -392,6 +408,11 @@ def main(argv=None):
     signal.signal(signal.SIGINT, _terminate)
     try:
         args.func(args)
+        if program and args.func is cmd_map:
+            # the output is complete and closed; the interpreter's teardown (the OpenCL driver's contexts and
+            # buffers, waiting for finished mapping processes) would only add to the run's wall clock
+            _flush_standard_streams()
+            os._exit(0)
     except KeyboardInterrupt:
         _exit_interrupted()
     except (PeanutError, MemoryError) as e:

@@ -178,6 +178,11 @@ def default_device_index(spec=None):
     return _pick(_all_devices(), spec)[0].index
 
 
+def device_info(spec=None):
+    """The DeviceInfo of the device ``spec`` picks (as Device(spec) would), without opening it."""
+    return _pick(_all_devices(), spec)[0]
+
+
 def is_multi_spec(spec):
     """True for a ``--device`` value that names several devices: ``all`` or a comma-separated list."""
     return spec is not None and (str(spec).strip().lower() == "all" or "," in str(spec))

@@ -161,14 +161,19 @@ def estimate_from_results(results, contig_offsets, scoring, n_pairs=ESTIMATE_PAI
     return estimate_insert_size(sample), base // 2
 
 
-def insert_size_stage(items, contig_offsets, scoring, given=None, log=None):
+def insert_size_stage(items, contig_offsets, scoring, given=None, log=None, known=False):
     """The pipeline stage that makes the insert size known (map_paired.py): a generator over the device's
     ``(batch, result)`` pairs in input order, yielding ``(batch, result, insert_size)``.
 
     With ``given`` (``-I``) it passes everything on at once.  Otherwise it holds the first batches back until
     they cover ESTIMATE_PAIRS pairs (or the input ends), estimates from them, then passes them and every later
     batch on with the estimate; the device meanwhile maps the next batches.  The estimate therefore comes
-    from the same first pairs whatever the batch size or thread count."""
+    from the same first pairs whatever the batch size or thread count.  With ``known``, ``given`` is taken as
+    it is, None too, and nothing is logged (a mapping process of several: :func:`estimate_before_run`)."""
+    if known:
+        for batch, result in items:
+            yield batch, result, given
+        return
     insert_size = given
     if given is not None and log:
         log(given.describe())
@@ -189,6 +194,23 @@ def insert_size_stage(items, contig_offsets, scoring, given=None, log=None):
         insert_size = _estimate(held, contig_offsets, scoring, log)
         for b, r in held:
             yield b, r, insert_size
+
+
+def estimate_before_run(batches, stage, contig_offsets, scoring, log=None):
+    """The insert size of the first ESTIMATE_PAIRS pairs, mapped on the device ``stage`` before the run:
+    ``batches`` cut the input into batches of 2 * ESTIMATE_PAIRS reads, of which only the first is read. A
+    mapping process of several (shards.py) maps only some batches, so each estimates on its own, from the
+    same pairs as :func:`insert_size_stage` and with the same result."""
+    try:
+        first = next(iter(batches), None)
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
+    if first is None:
+        return None
+    result = stage.map_batch_or_split(first.codes, first.offsets)
+    return _estimate([(first, result)], contig_offsets, scoring, log)
 
 
 def _estimate(held, contig_offsets, scoring, log):

@@ -19,10 +19,10 @@ from .rescue import rescue_batch
 RESCUE_THREADS = 4
 
 
-def pair_batches(reads_path, mates_path, batch_size):
+def pair_batches(reads_path, mates_path, batch_size, shard=None):
     if mates_path is None:
-        return readsmod.read_interleaved_batches(reads_path, max_reads=batch_size)
-    return readsmod.read_pair_batches(reads_path, mates_path, max_reads=batch_size)
+        return readsmod.read_interleaved_batches(reads_path, max_reads=batch_size, shard=shard)
+    return readsmod.read_pair_batches(reads_path, mates_path, max_reads=batch_size, shard=shard)
 
 
 class PairedRun:
@@ -30,17 +30,21 @@ class PairedRun:
 
     host_name = "rescue"
 
-    def __init__(self, stages, post, reads_path, mates_path, opts, threads, insert_size=None, log=None):
-        """``stages``: the run's device stages, one per device (rescue uses each of them in turn)."""
+    def __init__(self, stages, post, reads_path, mates_path, opts, threads, insert_size=None, log=None,
+                 insert_size_known=False):
+        """``stages``: the run's device stages, one per device (rescue uses each of them in turn).
+        ``insert_size``: from ``-I``; with ``insert_size_known`` it is taken as it is, None too (a mapping
+        process of several estimated it before the run: shards.py) and not logged again."""
         self.stages, self.post, self.opts, self.threads, self.log = list(stages), post, opts, threads, log
         self.stage = self.stages[0]
         self.reads_path, self.mates_path = reads_path, mates_path
         self.given = insert_size
+        self.known = insert_size_known
         self.insert_size = insert_size
         self.stats = {"rescue_windows": 0, "rescued_hits": 0}
 
-    def batches(self, batch_size):
-        return pair_batches(self.reads_path, self.mates_path, batch_size)
+    def batches(self, batch_size, shard=None):
+        return pair_batches(self.reads_path, self.mates_path, batch_size, shard=shard)
 
     def n_chunks(self):
         return max(1, self.threads) * self.post.CHUNKS_PER_THREAD
@@ -73,7 +77,8 @@ class PairedRun:
         with ThreadPoolExecutor(max_workers=RESCUE_THREADS, thread_name_prefix="peanut-windows") as windows_pool, \
                 ThreadPoolExecutor(max_workers=n, thread_name_prefix="peanut-rescue") as devices_pool:
             pending = deque()
-            stream = insert_size_stage(items, post.offsets, self.opts.scoring, given=self.given, log=self.log)
+            stream = insert_size_stage(items, post.offsets, self.opts.scoring, given=self.given, known=self.known,
+                                       log=self.log)
             for k, (batch, result, insert_size) in enumerate(stream):
                 self.insert_size = insert_size
                 if n == 1:
@@ -94,21 +99,26 @@ class PairedRun:
             return self.post.two_phase_steps(batch, result, self.n_chunks(), self.insert_size, paired=True)
         return self.post.pair_chunk_steps(batch, result, self.n_chunks(), self.insert_size)
 
-    def summary(self, n_reads, counts, summary):
-        """The paired-end fields of the run's summary, and its log line."""
+    def details(self):
+        """What the summary needs beyond the counts (shards.py merges them over mapping processes)."""
+        return {"insert_size": self.insert_size, **self.stats}
+
+    @staticmethod
+    def summary(n_reads, counts, summary, details):
+        """The paired-end fields of the run's summary, and its log line; ``details`` as :meth:`details`."""
         mapped, proper = counts.get("mapped", 0), counts.get("proper", 0)
         summary.update({
             "pairs": n_reads // 2,
             "proper": proper,
             "mate_unmapped": counts.get("mate_unmapped", 0),
-            "insert_size": self.insert_size,
-            "rescue_windows": self.stats["rescue_windows"],
-            "rescued_hits": self.stats["rescued_hits"],
+            "insert_size": details["insert_size"],
+            "rescue_windows": details["rescue_windows"],
+            "rescued_hits": details["rescued_hits"],
         })
         pct = 100.0 / max(n_reads, 1)
         line = (f"{n_reads // 2:,} pairs ({n_reads:,} reads) in: {mapped:,} reads mapped ({mapped * pct:.2f} %), "
                 f"{proper:,} properly paired ({proper * pct:.2f} %), {summary['mate_unmapped']:,} with the mate "
-                f"unmapped; {self.stats['rescued_hits']:,} hits rescued in {self.stats['rescue_windows']:,} mate "
+                f"unmapped; {details['rescued_hits']:,} hits rescued in {details['rescue_windows']:,} mate "
                 "windows")
         return summary, line
 

@@ -12,8 +12,8 @@ class SingleEndRun:
     def __init__(self, post, reads_path, threads):
         self.post, self.reads_path, self.threads = post, reads_path, threads
 
-    def batches(self, batch_size):
-        return readsmod.read_batches(self.reads_path, max_reads=batch_size)
+    def batches(self, batch_size, shard=None):
+        return readsmod.read_batches(self.reads_path, max_reads=batch_size, shard=shard)
 
     def n_chunks(self):
         return max(1, self.threads) * self.post.CHUNKS_PER_THREAD
@@ -24,7 +24,12 @@ class SingleEndRun:
             return self.post.two_phase_steps(batch, result, self.n_chunks())
         return self.post.chunk_steps(batch, result, self.n_chunks())
 
-    def summary(self, n_reads, counts, summary):
+    def details(self):
+        """What the summary needs beyond the counts (shards.py merges them over mapping processes)."""
+        return {}
+
+    @staticmethod
+    def summary(n_reads, counts, summary, details=None):
         mapped = summary["mapped"]
         pct = 100.0 * mapped / max(n_reads, 1)
         line = (f"{n_reads:,} reads in, {mapped:,} mapped ({pct:.2f} %), {n_reads - mapped:,} unmapped, "

@@ -22,6 +22,7 @@ from .outfiles import remove_stale_temporaries
 from .pipeline import StageTimes, TwoPhaseSteps, postprocess_threads, run_pipeline
 from .post_processes import ProcessPostprocessor, WorkerProcesses, use_processes, worker_processes
 from .postprocess import Postprocessor, resolve_align_on
+from .insert_size import ESTIMATE_PAIRS, estimate_before_run
 from .reference import ReferenceIndex, reference_checksum
 from .resident import ResidentReference
 
@@ -121,7 +122,7 @@ def pipeline_batch(device):
 
 def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), device_spec=None, read_group=None,
               reference=None, command_line=None, log=None, mates=None, interleaved=False, insert_size=None,
-              output_format=None, hit_only=False, devices=None):
+              output_format=None, hit_only=False, devices=None, shard=None):
     """Map reads; returns a summary dict. SAM/BAM goes to ``output`` (None = stdout): ``output_format`` 'sam'
     or 'bam' (None: from the name, sam.output_format), ``hit_only``: unmapped reads left out
     (sam.drop_unmapped).
@@ -130,12 +131,15 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     cap: never the output).  Paired-end: ``mates`` (the second file) or ``interleaved=True``;
     ``insert_size`` (insert_size.InsertSize, from ``-I``) replaces the estimate. ``devices``: a
     device.DeviceOpening already under way for ``device_spec`` (the CLI starts one before it imports this
-    module), else the devices are opened here."""
+    module), else the devices are opened here. ``shard``: this process is one mapping process of several
+    (shards.ShardLink): it maps its share of the batches and hands their records to the process that writes
+    the output, which checked the inputs and the output before it started this one."""
     check(opts)
     check(run)
-    check_inputs(reads_path, mates)
-    sam.check_output_path(output, (index_path, reads_path, mates, reference), fmt=output_format)
-    if output not in (None, "-") and not sam.is_special_file(output):
+    if shard is None:
+        check_inputs(reads_path, mates)
+        sam.check_output_path(output, (index_path, reads_path, mates, reference), fmt=output_format)
+    if shard is None and output not in (None, "-") and not sam.is_special_file(output):
         stale = remove_stale_temporaries(output)
         if stale and log:
             log(f"removed {len(stale)} temporary file{'s' if len(stale) > 1 else ''} that a killed run left beside "
@@ -165,6 +169,9 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
             # one size for every device (the reader makes the batches): the smallest device's
             batch_size = min(reads_per_buffer(d, 150, q=index.q, reserved_bytes=r.device_bytes,
                                               max_reads=pipeline_batch(d)) for d, r in zip(devices, residents))
+        if shard is not None:
+            # every mapping process must cut the input into the same batches: the smallest one's
+            batch_size = shard.agree_batch_size(batch_size)
         if log:
             for d, resident in zip(devices, residents):
                 table = ("q-gram table streamed in chunks" if resident.streamed else "q-gram table resident"
@@ -199,14 +206,23 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
             header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
                                     program_command_line=command_line)
             if paired:
-                from .map_paired import PairedRun
+                from .map_paired import PairedRun, pair_batches
 
-                part = PairedRun(stages, post, reads_path, None if interleaved else mates, opts, threads,
-                                 insert_size=insert_size, log=log)
+                mates_path = None if interleaved else mates
+                known = False
+                if shard is not None and insert_size is None:
+                    # this process maps only some batches, so it estimates from the first pairs on its own
+                    known = True
+                    insert_size = estimate_before_run(pair_batches(reads_path, mates_path, 2 * ESTIMATE_PAIRS),
+                                                      stage, post.offsets, opts.scoring, log=log)
+                part = PairedRun(stages, post, reads_path, mates_path, opts, threads,
+                                 insert_size=insert_size, log=log, insert_size_known=known)
             else:
                 from .map_single import SingleEndRun
 
                 part = SingleEndRun(post, reads_path, threads)
+            if shard is not None:
+                return _run_shard(stages, part, header, threads, batch_size, shard, output_format, hit_only)
             return _run(stages, part, header, reads_path, output, threads, batch_size, log, t_start,
                         output_format=output_format, hit_only=hit_only)
         except BaseException:
@@ -223,6 +239,31 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
          hit_only=False):
     """One run of the pipeline for the single-end or paired-end ``part`` on the device ``stages`` (one per
     device); returns the summary."""
+    with sam.open_output(output, header, fmt=output_format, threads=threads, hit_only=hit_only) as out:
+        tally = _pipeline(stages, part, part.batches(batch_size), threads, out.encode, out.write_encoded, log,
+                          t_start)
+        if tally["reads"] == 0:
+            # an empty reads file is almost always a mistake upstream; leave no output that looks valid
+            raise PeanutError(f"{display_name(reads_path)}: empty file (no reads)")
+    return summarize(tally, type(part).summary, time.perf_counter() - t_start, log)
+
+
+def _run_shard(stages, part, header, threads, batch_size, shard, output_format, hit_only):
+    """This mapping process's batches through the pipeline; their records go to the writing process, each
+    batch's followed by its end (shards.py); returns the tally."""
+    encode = sam.encoder(header, sam.output_format(None, output_format), hit_only)
+    batches = part.batches(batch_size, shard=(shard.index, shard.count))
+    # the first batch's time counts from the start of the writing process, as in a run of one process
+    t_start = time.perf_counter() - (time.time() - shard.started_at)
+    tally = _pipeline(stages, part, batches, threads, encode, shard.send, None, t_start, batch_end=shard.BATCH_END)
+    shard.finish(tally)
+    return tally
+
+
+def _pipeline(stages, part, batches, threads, encode, write, log, t_start, batch_end=None):
+    """The pipeline over ``batches``; returns the run's tally: reads, counters, seconds per stage and of the
+    device's parts, first batch, and the part's details (what :func:`summarize` needs). ``batch_end``: as
+    :func:`_encoding`."""
     stats = {"raw_hits": 0, "candidates": 0, "too_long": 0}
     device_parts = {}  # seconds of the device stage's parts (index, filter, validate, clipped)
     started = {}  # seconds from the start of the run to the first batch on a device
@@ -249,16 +290,18 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
         return device_step
 
     times = StageTimes()
-    with sam.open_output(output, header, fmt=output_format, threads=threads, hit_only=hit_only) as out:
-        n_reads, _ = run_pipeline(part.batches(batch_size), [device_step_of(s) for s in stages],
-                                  _encoding(part.post_steps, out.encode), out.write_encoded, threads=threads,
-                                  log=log, times=times, host_stage=part.host_stage,
-                                  host_name=part.host_name)
-        if n_reads == 0:
-            # an empty reads file is almost always a mistake upstream; leave no output that looks valid
-            raise PeanutError(f"{display_name(reads_path)}: empty file (no reads)")
-    wall = time.perf_counter() - t_start
-    counts = times.counts
+    n_reads, _ = run_pipeline(batches, [device_step_of(s) for s in stages],
+                              _encoding(part.post_steps, encode, batch_end), write, threads=threads,
+                              log=log, times=times, host_stage=part.host_stage, host_name=part.host_name)
+    return {"reads": n_reads, "counts": dict(times.counts), "stages": dict(times.seconds),
+            "device_parts": device_parts, "stats": stats, "first_batch": started.get("first_batch"),
+            "details": part.details()}
+
+
+def summarize(tally, part_summary, wall, log):
+    """The run's summary dict from its tally (:func:`_pipeline`; summed over the mapping processes of a run
+    with several: shards.py), and its log lines. ``part_summary``: SingleEndRun.summary or PairedRun.summary."""
+    n_reads, counts, stats, started = tally["reads"], tally["counts"], tally["stats"], tally["first_batch"]
     mapped = counts.get("mapped", 0)
     summary = {
         "reads": n_reads,
@@ -266,39 +309,46 @@ def _run(stages, part, header, reads_path, output, threads, batch_size, log, t_s
         "unmapped": n_reads - mapped,
         "multi": counts.get("multi", 0),
         "seconds": wall,
-        "stages": dict(times.seconds),
+        "stages": dict(tally["stages"]),
         "candidates_per_read": stats["candidates"] / max(n_reads, 1),
         "raw_hits_per_read": stats["raw_hits"] / max(n_reads, 1),
         "too_long": stats["too_long"],
-        "start_up": started.get("first_batch"),
+        "start_up": started,
     }
-    summary, line = part.summary(n_reads, counts, summary)
+    summary, line = part_summary(n_reads, counts, summary, tally["details"])
     if stats["too_long"]:
         line += (f"; {stats['too_long']:,} reads longer than {MAX_READ_LENGTH:,} bases (not supported yet) "
                  "reported unmapped")
     if log:
-        stage_text = ", ".join(f"{k} {v:.1f} s" + (_parts(device_parts) if k == "device" else "")
-                               for k, v in sorted(times.seconds.items()))
-        start_up = f", the first batch on the device after {started['first_batch']:.1f} s" if started else ""
+        stage_text = ", ".join(f"{k} {v:.1f} s" + (_parts(tally["device_parts"]) if k == "device" else "")
+                               for k, v in sorted(tally["stages"].items()))
+        start_up = f", the first batch on the device after {started:.1f} s" if started is not None else ""
         log(f"{line}; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s{start_up})")
         log(f"stage seconds (summed over threads): {stage_text}")
     return summary
 
 
-def _encoding(post_steps, encode):
+def _encoding(post_steps, encode, batch_end=None):
     """``post_steps`` whose every step's text is passed through ``encode`` (the writer's: BAM records, or
-    unmapped reads left out) on the pool thread that made it."""
+    unmapped reads left out) on the pool thread that made it; with ``batch_end`` (a class), one more step per
+    batch returns ``batch_end(batch.n)`` as its text, which marks where the batch's records end."""
     def encoded(step):
         def run():
             text, n, *extra = step()
             return (encode(text), n, *extra)
         return run
 
+    def ended(batch, made):
+        made = [encoded(s) for s in made]
+        if batch_end is not None:
+            made.append(lambda: (batch_end(batch.n), 0))
+        return made
+
     def steps(batch, result):
         made = post_steps(batch, result)
         if isinstance(made, TwoPhaseSteps):
-            return TwoPhaseSteps(made.plans, lambda planned: [encoded(s) for s in made.join(planned)])
-        return [encoded(s) for s in made]
+            return TwoPhaseSteps(made.plans, lambda planned: ended(batch, made.join(planned)))
+        return ended(batch, made)
 
     return steps
 
@@ -307,4 +357,4 @@ def _parts(seconds):
     return " (" + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()) + ")" if seconds else ""
 
 
-__all__ = ["map_reads", "open_index", "check_reference"]
+__all__ = ["map_reads", "open_index", "check_reference", "summarize"]

@@ -208,8 +208,9 @@ def _worker_error(reply):
 # --- the worker side ------------------------------------------------------------------------------------------
 
 
-def _die_with_parent():
-    """Linux: end this worker when its parent (the fork server, which ends with the run) ends."""
+def die_with_parent():
+    """Linux: end this process (a postprocessing worker, a mapping process: shards.py) when its parent ends,
+    however it ends."""
     try:
         import ctypes
 
@@ -250,7 +251,7 @@ def _serve(conn, index_path, opts):
     # a signal to the process group is the main process's to handle: it stops the workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _die_with_parent()
+    die_with_parent()
     from .genome import HostGenome
     from .postprocess import Postprocessor
     from .reference import ReferenceIndex

@@ -615,6 +615,19 @@ def _assembled(parts, make, workers=ASSEMBLERS):
                 close()
 
 
+def _sharded(parts, shard):
+    """The items of ``parts`` whose 0-based number is ``i`` modulo ``n``, for ``shard`` = (i, n) (None: all).
+    Every mapping process of a run parses the whole input, which keeps record numbers and batch boundaries
+    the same in all of them, but gathers only its own batches' columns (shards.py)."""
+    if shard is None:
+        yield from parts
+        return
+    i, n = shard
+    for k, part in enumerate(parts):
+        if k % n == i:
+            yield part
+
+
 def _limits(max_reads, max_bases, unit):
     if max_reads is not None and max_reads < 1:
         raise ValueError("max_reads must be at least 1")
@@ -664,13 +677,14 @@ def _batched(take, unit, max_reads, max_bases):
         first += cut
 
 
-def read_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None, block_size=None) -> Iterator[ReadBatch]:
+def read_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None, block_size=None,
+                 shard=None) -> Iterator[ReadBatch]:
     """Single-end reads of `path` in batches of at most `max_reads` reads and `max_bases` bases.
 
     A read longer than `max_bases` forms a batch alone; an empty file yields no batch.
     `fast_fastq`: False reads FASTQ with dnaio only (None: ``FAST_FASTQ``); `block_size`: bytes read per
     block (None: 8 MiB for FASTQ, 4 MiB for FASTA). Neither changes the batches; tests compare both parsers
-    and put block boundaries everywhere.
+    and put block boundaries everywhere. `shard` (i, n): only batches i, i + n, i + 2n, ... (:func:`_sharded`).
     """
     _limits(max_reads, max_bases, 1)
     src = _Source(path, fast_fastq, block_size)
@@ -683,13 +697,13 @@ def read_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None, block
         def make(first, part):
             return _make_batch(part, first, False, src.has_qualities, lambda i: (src.name, first + i))
 
-        yield from _assembled(_prefetched(_batched(take, 1, max_reads, max_bases)), make)
+        yield from _assembled(_prefetched(_sharded(_batched(take, 1, max_reads, max_bases), shard)), make)
     finally:
         src.close()
 
 
 def read_pair_batches(path1, path2, max_reads=None, max_bases=None, *, fast_fastq=None,
-                      block_size=None) -> Iterator[ReadBatch]:
+                      block_size=None, shard=None) -> Iterator[ReadBatch]:
     """Paired-end reads from two files; batches alternate mate 1, mate 2 and never split a pair.
 
     `max_reads` counts reads (two per pair; at least one pair per batch); `first_record` is the record
@@ -731,7 +745,7 @@ def read_pair_batches(path1, path2, max_reads=None, max_bases=None, *, fast_fast
         def make(first, part):
             return _make_batch(part, first, True, with_quals, lambda i: (paths[i % 2], first + i // 2))
 
-        yield from _assembled(_prefetched(_batched(take, 2, max_reads, max_bases)), make)
+        yield from _assembled(_prefetched(_sharded(_batched(take, 2, max_reads, max_bases), shard)), make)
     finally:
         mates.close()
         src1.close()
@@ -782,7 +796,7 @@ def _unequal(shorter, longer, k):
 
 
 def read_interleaved_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None,
-                             block_size=None) -> Iterator[ReadBatch]:
+                             block_size=None, shard=None) -> Iterator[ReadBatch]:
     """Paired-end reads from one interleaved file (mate 1, mate 2, mate 1, ...), as read_pair_batches.
 
     `first_record` is the record number (in the file) of the batch's first mate 1. `fast_fastq`,
@@ -808,6 +822,6 @@ def read_interleaved_batches(path, max_reads=None, max_bases=None, *, fast_fastq
             record = 2 * first - 1
             return _make_batch(part, record, True, src.has_qualities, lambda i: (src.name, record + i))
 
-        yield from _assembled(_prefetched(_batched(take, 2, max_reads, max_bases)), make)
+        yield from _assembled(_prefetched(_sharded(_batched(take, 2, max_reads, max_bases), shard)), make)
     finally:
         src.close()

@@ -9,6 +9,7 @@ interpreter exit with the writer still open delete the temporary file, so no par
 """
 import atexit
 import errno
+import fcntl
 import os
 import re
 import stat
@@ -162,6 +163,12 @@ class _Writer:
     def write_encoded(self, data):
         self.write(data)
 
+    def direct_target(self):
+        """Where other processes may write encoded records themselves, at offsets this writer's owner hands
+        out (shards.py): ``(path or None for standard output, offset of the first record)``, or None where
+        records must come through ``write_encoded`` (BAM, a pipe, a file opened for appending)."""
+        return None
+
     def close(self):
         raise NotImplementedError
 
@@ -190,9 +197,26 @@ class _StdoutWriter(_Writer):
             except OSError as e:
                 raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
         self.write(header)
+        self._sam = bool(header)  # a BAM writer's inner byte writer gets b""
 
     def _failed(self, e):
         return PeanutError(f"{self.path}: cannot write: {e.strerror or e}")
+
+    def direct_target(self):
+        if self.path != "standard output" or not self._sam:
+            return None
+        try:
+            self._out.flush()
+            fd = self._out.fileno()
+            if not stat.S_ISREG(os.fstat(fd).st_mode) or fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND:
+                return None
+            return None, os.lseek(fd, 0, os.SEEK_CUR)
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def moved_to(self, end):
+        """Records were written up to offset ``end`` by other processes: standard output continues there."""
+        os.lseek(self._out.fileno(), end, os.SEEK_SET)
 
     def write(self, text):
         try:
@@ -262,6 +286,7 @@ class _SamFileWriter(_AtomicFileWriter):
         super().__init__(path)
         self._file = os.fdopen(self._fd, "wb", buffering=1 << 20)
         self.write(header)
+        self._sam = bool(header)  # a BAM writer's inner byte writer gets b""
 
     def write(self, text):
         try:
@@ -269,6 +294,15 @@ class _SamFileWriter(_AtomicFileWriter):
         except OSError as e:
             self.abort()
             raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
+
+    def direct_target(self):
+        if not self._sam:
+            return None
+        self._file.flush()
+        return self.temp_path, self._file.tell()
+
+    def moved_to(self, end):
+        self._file.seek(end)
 
     def _close_file(self):
         if not self._file.closed:
@@ -352,6 +386,12 @@ class _HitOnlyWriter(_Writer):
         if data:
             self._inner.write_encoded(data)
 
+    def direct_target(self):
+        return self._inner.direct_target()
+
+    def moved_to(self, end):
+        self._inner.moved_to(end)
+
     def close(self):
         self._inner.close()
 
@@ -416,6 +456,23 @@ def open_output(path, header, fmt=None, threads=1, hit_only=False):
     """
     writer = _open_writer(path, header, output_format(path, fmt), threads)
     return _HitOnlyWriter(writer) if hit_only else writer
+
+
+def encoder(header, fmt, hit_only=False):
+    """The ``encode`` of the writer that :func:`open_output` gives for ``fmt`` and ``hit_only``, without the
+    writer: a mapping process of several (shards.py) encodes its records, the writing process writes them
+    with ``write_encoded``."""
+    if fmt == "bam":
+        refs = RefNames(_reference_dictionary(header)[0])
+
+        def encode(text):
+            return sam_to_bam(text if isinstance(text, bytes) else text.encode(), refs)
+    else:
+        def encode(text):
+            return text if isinstance(text, bytes) else text.encode()
+    if hit_only:
+        return lambda text: encode(drop_unmapped(text))
+    return encode
 
 
 def _open_writer(path, header, fmt, threads):

@@ -1,4 +1,5 @@
-"""Several OpenCL devices in one run (``--device all`` or a list): the SAM equals a one-device run.
+"""Several OpenCL devices in one process (``--device all`` or a list, ``--processes 1``): the SAM equals a
+one-device run.
 
 Without GPUs, PoCL provides the devices: ``POCL_DEVICES="pthread pthread"`` makes it expose two CPU devices,
 each with its own context, queue and resident reference, which is the code path of two GPUs."""
@@ -36,8 +37,9 @@ def test_two_devices_give_the_sam_of_one(cli, tmp_path, example_index, devices_u
     reads = [R1, R2] if paired else [R1]
     one, _ = _map(cli, tmp_path, "one", "-t", "2", "--batch-size", "400", example_index, *reads)
     for batch in ("250", "400"):
+        # one process with a device thread per device (the default, one process per device: test_shards.py)
         two, err = _map(cli, tmp_path, f"two{batch}", "-t", "2", "--batch-size", batch, "--device", "all",
-                        example_index, *reads, env=TWO_POCL_DEVICES)
+                        "--processes", "1", example_index, *reads, env=TWO_POCL_DEVICES)
         assert "2 devices" in err
         assert two == one
     assert sum(1 for line in one if not line.startswith("@")) == (4000 if paired else 2000)
@@ -46,8 +48,8 @@ def test_two_devices_give_the_sam_of_one(cli, tmp_path, example_index, devices_u
 def test_a_device_list_by_index(cli, tmp_path, example_index, devices_used):
     indices = [line.split("[")[1].split("]")[0] for line in devices_used[:2]]
     one, _ = _map(cli, tmp_path, "one", "--batch-size", "300", example_index, R1)
-    two, err = _map(cli, tmp_path, "two", "--batch-size", "300", "--device", ",".join(indices), example_index, R1,
-                    env=TWO_POCL_DEVICES)
+    two, err = _map(cli, tmp_path, "two", "--batch-size", "300", "--device", ",".join(indices), "--processes", "1",
+                    example_index, R1, env=TWO_POCL_DEVICES)
     assert "2 devices" in err and two == one
 
 
