@@ -49,6 +49,19 @@ def _identity(path):
     return st.st_dev, st.st_ino, st.st_mode
 
 
+def readable_again(path):
+    """Whether ``path`` can be opened and read from the start more than once: a regular file (plain or
+    compressed), not standard input, a FIFO or a process substitution <(...), which the first reader
+    consumes (several mapping processes each read the whole input: shards.py)."""
+    path = os.fspath(path)
+    if path == STDIN:
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # missing: the opening names it
+
+
 def check_inputs(reads, mates=None):
     """Refuse, before any work, two inputs that would be one stream read twice: standard input as both READS
     and MATES, or one FIFO (or other stream) named for both. Each input is read once, front to back, so

@@ -1,10 +1,11 @@
 """`peanut map` in several mapping processes: each maps every n-th batch of the input with its own device
-(or its share of one) and its own share of ``-t``, and hands its records to this process, which writes them
-in input order.
+(or its share of one) and its own share of ``-t``, and writes its records into the output at the offsets this
+process hands out in input order (or hands them to this process where the output cannot be written at
+offsets: BAM, a pipe, a file opened for appending).
 
 Why processes: within one process the device threads, the reader and the postprocessing threads take turns
 at one interpreter lock for their Python steps between kernels and around the nogil loops, so a second GPU,
-or more host cores, add little (docs/gpu.md, "Several GPUs"). Processes share nothing but the output.
+or more host cores, add little (docs/gpu.md, "Mapping processes"). Processes share nothing but the output.
 
 How the output stays the same as one process's: every mapping process parses the whole input (so batch
 boundaries and record numbers are the same in all of them) but gathers and maps only batches i, i + n, ...
@@ -90,9 +91,9 @@ class ShardLink:
 
 
 # A GPU's share of -t from which auto gives it two mapping processes: one process with this many threads
-# queues them at its interpreter lock (or moves postprocessing into worker processes, which cost more
-# than they save below that; post_processes.PROCESSES_MIN_WORKERS), two halve the queue (docs/gpu.md,
-# "Mapping processes").
+# loses much of them to its interpreter lock, and its postprocessing moves into worker processes
+# (post_processes.PROCESSES_MIN_WORKERS), which cost more than a second mapping process does (docs/gpu.md,
+# "Mapping processes": one GPU at -t 64, 5 M pairs, one process against two).
 SPLIT_THREADS = 48
 
 
@@ -121,7 +122,7 @@ def processes_and_devices(processes, device_spec, memory_cap, threads=1):
         n = d * (2 if split else 1)
     else:
         # no more than the cores this process may run on: each mapping process keeps at least one busy
-        n = min(int(processes), worker_processes(int(processes)))
+        n = worker_processes(int(processes))
     if indices is None:
         return n, [(device_spec, None if memory_cap is None else memory_cap // n, n)] * n
     if n < len(indices):
@@ -231,11 +232,17 @@ def map_in_processes(index_path, reads_path, opts, output=None, run=None, device
     """map_reads (mapping.py) in ``run.processes`` mapping processes; returns the summary. One process is
     map_reads itself."""
     from . import sam
-    from .input_streams import check_inputs, display_name
+    from .input_streams import check_inputs, display_name, readable_again
 
     check(opts)
     check(run)
     n, assigned = processes_and_devices(run.processes, device_spec, run.memory_cap, run.threads)
+    streamed = [p for p in (reads_path, mates) if p is not None and not readable_again(p)]
+    if n > 1 and streamed:
+        # every mapping process reads the whole input; a stream can be read only once
+        if log:
+            log(f"{display_name(streamed[0])} is a stream (standard input, a pipe): one mapping process, not {n}")
+        n = 1
     common = dict(index_path=index_path, reads_path=reads_path, opts=opts, read_group=read_group,
                   reference=reference, command_line=command_line, mates=mates, interleaved=interleaved,
                   insert_size=insert_size, hit_only=hit_only)
@@ -244,7 +251,7 @@ def map_in_processes(index_path, reads_path, opts, output=None, run=None, device
 
         return map_reads(output=output, run=run, device_spec=device_spec, log=log, output_format=output_format,
                          **common)
-    from .mapping import open_index, summarize
+    from .mapping import check_reference, open_index, summarize
 
     check_inputs(reads_path, mates)
     sam.check_output_path(output, (index_path, reads_path, mates, reference), fmt=output_format)
@@ -270,7 +277,8 @@ def map_in_processes(index_path, reads_path, opts, output=None, run=None, device
             parent_end, child_end = context.Pipe()
             share = replace(run, threads=threads_of(run.threads, n, i), memory_cap=cap, processes=1)
             # the mapping processes encode (SAM text or BAM records) for the format this process writes
-            kwargs = dict(common, run=share, device_spec=spec, output_format=sam.output_format(output, output_format))
+            kwargs = dict(common, run=share, device_spec=spec, output_format=sam.output_format(output, output_format),
+                          reference=None)  # checked once, here
             process = context.Process(target=_mapping_process, name=f"peanut-map-{i + 1}",
                                       args=(child_end, i, n, started_at, log is not None and i == 0, sharing,
                                             kwargs))
@@ -279,6 +287,8 @@ def map_in_processes(index_path, reads_path, opts, output=None, run=None, device
             children.append(_Child(i, process, parent_end))
         index = open_index(index_path)
         try:
+            if reference is not None:
+                check_reference(index, reference, index_path)
             rg_line = sam.parse_read_group(read_group)[0] if read_group else None
             header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
                                     program_command_line=command_line)

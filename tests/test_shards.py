@@ -261,3 +261,38 @@ def test_a_signal_or_a_lost_mapping_process_leaves_no_output(tmp_path, example_i
     while time.time() - t < 10 and any(_alive(c) for c in children):
         time.sleep(0.05)
     assert not any(_alive(c) for c in children)
+
+
+def test_a_stream_input_is_read_by_one_process(tmp_path, example_index, single_run):
+    """Standard input (or a FIFO) can be read only once: the run falls back to one mapping process and says so."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    one, _ = single_run
+    out = tmp_path / "out.sam"
+    with gzip.open(R1, "rb") as f:
+        data = f.read()
+    proc = subprocess.run([sys.executable, "-m", "peanut_py", "map", "-t", "2", "--processes", "2", "--batch-size",
+                           "300", str(example_index), "-", "-o", str(out)], input=data, capture_output=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    assert "standard input is a stream" in err and "one mapping process" in err
+    assert sam_body(out) == one
+
+
+def test_the_reference_is_checked_once_before_the_run(cli, tmp_path, example_index):
+    wrong = tmp_path / "wrong.fa"
+    wrong.write_text(">chr20\n" + "ACGT" * 1000 + "\n")
+    out = tmp_path / "o.sam"
+    rc, _, err = cli("map", "--processes", "2", "--reference", wrong, example_index, R1, "-o", out)
+    lines = [x for x in err.splitlines() if x.startswith("peanut: error")]
+    assert rc == 1 and len(lines) == 1 and "not built from" in lines[0] and "Traceback" not in err, err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["wrong.fa"]
+    right = tmp_path / "right.fa"
+    right.write_bytes(gzip.decompress((EXAMPLE / "chr20_slice.fa.gz").read_bytes()))
+    rc, _, err = cli("map", "--processes", "2", "--reference", right, example_index, R1, "-o", out)
+    assert rc == 0 and out.exists(), err
