@@ -174,13 +174,13 @@ def _pick(found, spec):
     return matches[0]
 
 
-def default_device_index(spec=None):
-    return _pick(_all_devices(), spec)[0].index
-
-
 def device_info(spec=None):
     """The DeviceInfo of the device ``spec`` picks (as Device(spec) would), without opening it."""
     return _pick(_all_devices(), spec)[0]
+
+
+def default_device_index(spec=None):
+    return device_info(spec).index
 
 
 def is_multi_spec(spec):

@@ -106,6 +106,18 @@ def _warm_up(stage, paired, log=None, failed=None):
             log(f"OpenCL kernels built after {time.perf_counter() - t0:.1f} s{later}")
 
 
+def prepare_output(index_path, reads_path, mates, reference, output, output_format, log):
+    """Before any work of a run: the inputs and the output checked (input_streams.check_inputs,
+    sam.check_output_path), and the temporary files a killed run left beside the output removed."""
+    check_inputs(reads_path, mates)
+    sam.check_output_path(output, (index_path, reads_path, mates, reference), fmt=output_format)
+    if output not in (None, "-") and not sam.is_special_file(output):
+        stale = remove_stale_temporaries(output)
+        if stale and log:
+            log(f"removed {len(stale)} temporary file{'s' if len(stale) > 1 else ''} that a killed run left beside "
+                f"{output}")
+
+
 @contextlib.contextmanager
 def _closing(workers):
     try:
@@ -137,13 +149,7 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     check(opts)
     check(run)
     if shard is None:
-        check_inputs(reads_path, mates)
-        sam.check_output_path(output, (index_path, reads_path, mates, reference), fmt=output_format)
-    if shard is None and output not in (None, "-") and not sam.is_special_file(output):
-        stale = remove_stale_temporaries(output)
-        if stale and log:
-            log(f"removed {len(stale)} temporary file{'s' if len(stale) > 1 else ''} that a killed run left beside "
-                f"{output}")
+        prepare_output(index_path, reads_path, mates, reference, output, output_format, log)
     t_start = time.perf_counter()
     requested, threads = run.threads, postprocess_threads(run.threads)
     index = open_index(index_path)
@@ -357,4 +363,4 @@ def _parts(seconds):
     return " (" + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()) + ")" if seconds else ""
 
 
-__all__ = ["map_reads", "open_index", "check_reference", "summarize"]
+__all__ = ["map_reads", "open_index", "check_reference", "prepare_output", "summarize"]

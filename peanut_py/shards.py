@@ -24,7 +24,6 @@ from dataclasses import replace
 
 from .errors import PeanutError
 from .options import check
-from .outfiles import remove_stale_temporaries
 from .pipeline import Progress
 from .post_processes import die_with_parent, worker_processes
 
@@ -232,7 +231,7 @@ def map_in_processes(index_path, reads_path, opts, output=None, run=None, device
     """map_reads (mapping.py) in ``run.processes`` mapping processes; returns the summary. One process is
     map_reads itself."""
     from . import sam
-    from .input_streams import check_inputs, display_name, readable_again
+    from .input_streams import display_name, readable_again
 
     check(opts)
     check(run)
@@ -251,15 +250,9 @@ def map_in_processes(index_path, reads_path, opts, output=None, run=None, device
 
         return map_reads(output=output, run=run, device_spec=device_spec, log=log, output_format=output_format,
                          **common)
-    from .mapping import check_reference, open_index, summarize
+    from .mapping import check_reference, open_index, prepare_output, summarize
 
-    check_inputs(reads_path, mates)
-    sam.check_output_path(output, (index_path, reads_path, mates, reference), fmt=output_format)
-    if output not in (None, "-") and not sam.is_special_file(output):
-        stale = remove_stale_temporaries(output)
-        if stale and log:
-            log(f"removed {len(stale)} temporary file{'s' if len(stale) > 1 else ''} that a killed run left beside "
-                f"{output}")
+    prepare_output(index_path, reads_path, mates, reference, output, output_format, log)
     t_start = time.perf_counter()
     started_at = time.time()
     if log:
