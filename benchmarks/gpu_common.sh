@@ -16,11 +16,22 @@ minibwa_index() {
   ( mkdir -p mb && ln -sf $W/chr20.fa mb/chr20.fa && minibwa index -t ${1:-4} mb/chr20.fa > mb.log 2>&1
     echo minibwa-index $? ) &
 }
-# simulate_speed_sets [THREADS]: the speed sets from chr20, in the background: 2.5 M pairs 2x150 (r1.fq, r2.fq,
-# seed 21) and 5 M single-end 100 bp (se.fq, seed 22)
+# simulate_pairs N [THREADS], simulate_single N [THREADS]: N pairs 2x150 (r1.fq, r2.fq, seed 21) or N single-end
+# 100 bp reads (se.fq, seed 22) from chr20, in the background (mason's reads depend on its thread count)
+simulate_pairs() {
+  mason_simulator -ir chr20.fa -n $1 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 \
+    --num-threads ${2:-8} -q > /dev/null 2>&1 &
+}
+simulate_single() {
+  mason_simulator -ir chr20.fa -n $1 --illumina-read-length 100 -o se.fq --seed 22 \
+    --num-threads ${2:-8} -q > /dev/null 2>&1 &
+}
+# simulate_speed_sets [THREADS]: the speed sets, 2.5 M pairs and 5 M single-end reads
 simulate_speed_sets() {
-  mason_simulator -ir chr20.fa -n 2500000 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 \
-    --num-threads ${1:-8} -q > /dev/null 2>&1 &
-  mason_simulator -ir chr20.fa -n 5000000 --illumina-read-length 100 -o se.fq --seed 22 \
-    --num-threads ${1:-8} -q > /dev/null 2>&1 &
+  simulate_pairs 2500000 ${1:-8}
+  simulate_single 5000000 ${1:-8}
+}
+# peanut_index: chr20.h5, in the background
+peanut_index() {
+  ( $NEW index chr20.fa -o chr20.h5 > ix.log 2>&1; echo peanut-index $? ) &
 }

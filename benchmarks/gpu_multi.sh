@@ -10,9 +10,8 @@ T=$(nproc)
 NG=$(python3 -c 'import pyopencl as cl; print(sum(len(p.get_devices(cl.device_type.GPU)) for p in cl.get_platforms()))')
 echo "host: $T cores, $NG GPUs"
 minibwa_index 8
-( $NEW index chr20.fa -o chr20.h5 > ix.log 2>&1; echo peanut-index $? ) &
-mason_simulator -ir chr20.fa -n 2500000 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 \
-  --num-threads 16 -q > /dev/null 2>&1 &
+peanut_index
+simulate_pairs 2500000 16
 wait; echo "prep $(( $(date +%s) - T0 )) s"
 head -800000 r1.fq > s1.fq; head -800000 r2.fq > s2.fq
 tm warm $NEW map -t $T --device all chr20.h5 s1.fq s2.fq   # compiles for every GPU

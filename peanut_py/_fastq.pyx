@@ -273,6 +273,58 @@ def first_non_ascii(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t end):
     return found
 
 
+cdef inline Py_ssize_t _after_line(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:
+    """Where the line from ``pos`` ends (after its newline), or -1 if it does not end before ``end``."""
+    cdef const uint8_t *nl = <const uint8_t *> memchr(b + pos, 10, end - pos) if pos < end else NULL
+    return -1 if nl == NULL else nl - b + 1
+
+
+def count_records(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_records):
+    """Up to ``max_records`` four-line records of ``buf[start:end]``, found by their line ends alone (a
+    header line starting with '@', a sequence line, a line starting with '+', as many qualities as bases):
+    the writing process's cut of a file into batches by byte range (input_ranges.py), which leaves every
+    other check to the mapping process that parses the range in full.
+
+    Returns (records, position after the last, status): FULL (``max_records`` found), INCOMPLETE (the text
+    ends inside or right after a record) or ODD (no four-line record starts at the position).
+    """
+    cdef Py_ssize_t q = start, n = 0, s, p, u, length
+    cdef const uint8_t *b
+    cdef int status = S_FULL
+    if not (0 <= start <= end <= buf.shape[0]):
+        raise ValueError("bad range")
+    if end == 0 or max_records <= 0:
+        return 0, start, (S_INCOMPLETE if max_records > 0 else S_FULL)
+    b = &buf[0]
+    with nogil:
+        while n < max_records:
+            # each test leaves the status it stops with: the text ends (INCOMPLETE) or is odd (ODD)
+            status = S_INCOMPLETE
+            if q >= end:
+                break
+            if b[q] != 64:  # '@'
+                status = S_ODD
+                break
+            s = _after_line(b, q + 1, end)  # the sequence line
+            p = _after_line(b, s, end) if s >= 0 else -1  # the '+' line
+            if p < 0 or p >= end:
+                break
+            if b[p] != 43:  # '+'
+                status = S_ODD
+                break
+            u = _after_line(b, p + 1, end)  # the qualities
+            length = p - 1 - s
+            if u < 0 or u + length >= end:
+                break
+            if b[u + length] != 10:
+                status = S_ODD
+                break
+            q = u + length + 1
+            n += 1
+            status = S_FULL
+    return n, q, status
+
+
 # --- slices of chunks -------------------------------------------------------------------------------------
 
 

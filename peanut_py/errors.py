@@ -8,6 +8,10 @@ class PeanutError(Exception):
 class InputError(PeanutError):
     """Malformed input; the message names the file and the record."""
 
+    # In a mapping process of several that reads assigned byte ranges: the number of the read or pair where the
+    # range or batch that met the error begins, by which the writing process reports the file's first error.
+    batch_start = None
+
     def __init__(self, path, message, record=None):
         where = f"{path}" if record is None else f"{path}, record {record}"
         super().__init__(f"{where}: {message}")

@@ -52,7 +52,7 @@ def _identity(path):
 def readable_again(path):
     """Whether ``path`` can be opened and read from the start more than once: a regular file (plain or
     compressed), not standard input, a FIFO or a process substitution <(...), which the first reader
-    consumes (several mapping processes each read the whole input: shards.py)."""
+    consumes (several mapping processes each read the input, or their parts of it: shards.py)."""
     path = os.fspath(path)
     if path == STDIN:
         return False
@@ -235,18 +235,47 @@ def read_up_to(stream, size):
     return b"".join(parts), None
 
 
+class _Window(io.RawIOBase):
+    """Bytes ``[offset, offset + length)`` of an open file (``length`` None: to its end) as a stream."""
+
+    def __init__(self, raw, offset, length):
+        super().__init__()
+        raw.seek(offset)
+        self._raw, self._left = raw, length
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        if self._left is None:
+            return self._raw.readinto(buffer)
+        view = memoryview(buffer).cast("B")[: self._left]
+        n = self._raw.readinto(view) if len(view) else 0
+        self._left -= n
+        return n
+
+
 class Input:
     """One reads input, opened once: ``text`` is its decompressed content as a binary stream (``readinto``,
     ``read``), ``compression`` 'gz', 'bz2', 'xz', 'zst' or None, ``name`` what messages call it.
 
-    ``path`` '-' is standard input (left open when this closes). Fails with InputError naming the input.
+    ``path`` '-' is standard input (left open when this closes). ``span`` (offset, length or None for the
+    rest): only those bytes of an uncompressed file, read as they are (a mapping process's share of the
+    input: input_ranges.py). Fails with InputError naming the input.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, span=None):
         self.path = os.fspath(path)
         self.name = display_name(self.path)
         self.compression = None
         self.text = None
+        if span is not None:
+            try:
+                self._raw = open(self.path, "rb", buffering=0)
+                self.text = _Window(self._raw, *span)
+            except OSError as e:
+                raise InputError(self.name, f"cannot read: {e.strerror or e}") from None
+            return
         try:
             if self.path == STDIN:
                 if sys.stdin is None:  # closed when Python started: descriptor 0 may be another file by now

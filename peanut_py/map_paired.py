@@ -19,10 +19,14 @@ from .rescue import rescue_batch
 RESCUE_THREADS = 4
 
 
-def pair_batches(reads_path, mates_path, batch_size, shard=None):
+def pair_batches(reads_path, mates_path, batch_size, shard=None, assignments=None):
+    """Batches of pairs from two files, or one interleaved file (``mates_path`` None); ``shard`` and
+    ``assignments``: as for SingleEndRun.batches."""
     if mates_path is None:
-        return readsmod.read_interleaved_batches(reads_path, max_reads=batch_size, shard=shard)
-    return readsmod.read_pair_batches(reads_path, mates_path, max_reads=batch_size, shard=shard)
+        return readsmod.read_interleaved_batches(reads_path, max_reads=batch_size, shard=shard,
+                                                 assignments=assignments)
+    return readsmod.read_pair_batches(reads_path, mates_path, max_reads=batch_size, shard=shard,
+                                      assignments=assignments)
 
 
 class PairedRun:
@@ -43,8 +47,8 @@ class PairedRun:
         self.insert_size = insert_size
         self.stats = {"rescue_windows": 0, "rescued_hits": 0}
 
-    def batches(self, batch_size, shard=None):
-        return pair_batches(self.reads_path, self.mates_path, batch_size, shard=shard)
+    def batches(self, batch_size, shard=None, assignments=None):
+        return pair_batches(self.reads_path, self.mates_path, batch_size, shard=shard, assignments=assignments)
 
     def n_chunks(self):
         return max(1, self.threads) * self.post.CHUNKS_PER_THREAD

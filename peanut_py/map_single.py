@@ -12,8 +12,10 @@ class SingleEndRun:
     def __init__(self, post, reads_path, threads):
         self.post, self.reads_path, self.threads = post, reads_path, threads
 
-    def batches(self, batch_size, shard=None):
-        return readsmod.read_batches(self.reads_path, max_reads=batch_size, shard=shard)
+    def batches(self, batch_size, shard=None, assignments=None):
+        """The run's batches; a mapping process of several (shards.py) reads every n-th batch (``shard``) or
+        the byte ranges the writing process assigns to it (``assignments``: reads._parts)."""
+        return readsmod.read_batches(self.reads_path, max_reads=batch_size, shard=shard, assignments=assignments)
 
     def n_chunks(self):
         return max(1, self.threads) * self.post.CHUNKS_PER_THREAD

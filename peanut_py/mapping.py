@@ -258,7 +258,7 @@ def _run_shard(stages, part, header, threads, batch_size, shard, output_format, 
     """This mapping process's batches through the pipeline; their records go to the writing process, each
     batch's followed by its end (shards.py); returns the tally."""
     encode = sam.encoder(header, sam.output_format(None, output_format), hit_only)
-    batches = part.batches(batch_size, shard=(shard.index, shard.count))
+    batches = shard.batches(part, batch_size)
     # the first batch's time counts from the start of the writing process, as in a run of one process
     t_start = time.perf_counter() - (time.time() - shard.started_at)
     tally = _pipeline(stages, part, batches, threads, encode, shard.send, None, t_start, batch_end=shard.BATCH_END)

@@ -1,7 +1,8 @@
 """Reads in: FASTQ or FASTA (plain, gzip, bzip2, xz or zstd; detected by magic bytes) into ``ReadBatch``es.
 
 Each input is opened once and read front to back (input_streams.py), so files, FIFOs, process substitutions
-and standard input are read alike. FASTQ is read in big blocks and parsed by _fastq.pyx without the GIL, into
+and standard input are read alike; a mapping process of several may instead read the byte ranges of an
+uncompressed FASTQ file that the writing process assigns to it (input_ranges.py, :func:`_parts`). FASTQ is read in big blocks and parsed by _fastq.pyx without the GIL, into
 columns (no Python object per read). _fastq.pyx takes only the strict common form; at the first record it is
 not sure about, that input goes on with dnaio (cutadapt's Cython parser: it validates every record and
 reports line numbers), fed the text read past the last record returned and then the rest of the input, so
@@ -150,15 +151,16 @@ class _Source:
     dnaio reads the odd record, or fails as it always has, with the same record numbers.
     """
 
-    def __init__(self, path, fast_fastq=None, block_size=None):
+    def __init__(self, path, fast_fastq=None, block_size=None, span=None, first_record=1, blocks=None):
         self.path = os.fspath(path)
         self.name = display_name(self.path)  # in messages
         self._fastq_block = _FASTQ_BLOCK if block_size is None else max(1, int(block_size))
         self._fasta_block = _FASTA_BLOCK if block_size is None else max(1, int(block_size))
-        self.taken = 0  # records returned so far
+        # records returned so far, counting those before `span` (four-line FASTQ records: input_ranges.py)
+        self.taken = first_record - 1
         self._records = None
         self.format = None
-        self._input = Input(self.path)
+        self._input = Input(self.path, span)
         self.compression = self._input.compression
         try:
             first = self._input.text.read(1)
@@ -171,7 +173,7 @@ class _Source:
         self._text = Prefixed(first, self._input.text)  # the whole text again: the sniffed byte put back
         if first == b"":
             self.format = None  # an empty file holds zero reads (bwa accepts it too)
-        elif first == b"@":
+        elif first == b"@" or span is not None:  # a span is of a FASTQ file, from a record on (or its tail)
             self.format = "fastq"
         elif first == b">":
             self.format = "fasta"
@@ -183,7 +185,8 @@ class _Source:
         # the fast path's state
         self._fast = (FAST_FASTQ if fast_fastq is None else bool(fast_fastq)) and self.format == "fastq"
         self._pending = deque()  # [chunk, next read] parsed, not returned yet
-        self._blocks = []  # _fastq.Blocks of this file, filled again once their reads are copied
+        # _fastq.Blocks of this file (shared with the file's other sources), filled again once their reads are copied
+        self._blocks = [] if blocks is None else blocks
         self._block, self._lo, self._hi, self._base = None, 0, 0, 0  # text after the last parsed record
         self._reading = True  # more blocks to read
         self._complete = False  # read and parsed to the end: nothing is left for dnaio
@@ -617,8 +620,9 @@ def _assembled(parts, make, workers=ASSEMBLERS):
 
 def _sharded(parts, shard):
     """The items of ``parts`` whose 0-based number is ``i`` modulo ``n``, for ``shard`` = (i, n) (None: all).
-    Every mapping process of a run parses the whole input, which keeps record numbers and batch boundaries
-    the same in all of them, but gathers only its own batches' columns (shards.py)."""
+    For input that the writing process cannot cut by byte range (compressed, FASTA: input_ranges.py), every
+    mapping process parses the whole input, which keeps record numbers and batch boundaries the same in all
+    of them, but gathers only its own batches' columns (shards.py)."""
     if shard is None:
         yield from parts
         return
@@ -637,8 +641,8 @@ def _limits(max_reads, max_bases, unit):
     return units, _UNLIMITED if max_bases is None else max_bases
 
 
-def _batched(take, unit, max_reads, max_bases):
-    """Cut the _Parts that `take(k units)` returns into batches; yields (first unit number, _Part).
+def _batched(take, unit, max_reads, max_bases, first=1):
+    """Cut the _Parts that `take(k units)` returns into batches; yields (unit number, from `first`, _Part).
 
     A unit is a read or a pair (`unit` reads, adjacent). A batch holds at most `max_reads` reads and
     `max_bases` bases, except that a unit longer than `max_bases` forms a batch alone.
@@ -648,7 +652,7 @@ def _batched(take, unit, max_reads, max_bases):
     held = None  # the _Part buffered
     parts = []  # unit lengths (np.int64 arrays) of what is buffered
     buffered = bases = 0  # units and bases buffered
-    first, ended = 1, False
+    ended = False
     while True:
         while not ended and buffered < max_units and bases <= max_bases:
             want = min(max_units - buffered, step)
@@ -677,79 +681,148 @@ def _batched(take, unit, max_reads, max_bases):
         first += cut
 
 
+def _parts(open_take, unit, max_reads, max_bases, shard, assignments):
+    """(first unit, _Part) of each batch: of the whole input, or of each byte range that the writing process
+    assigns to this mapping process (``assignments``: (first unit, spans, tail), input_ranges.py). A range of
+    whole records is one batch (the writing process cut it); a tail (the rest of the files, from a record the
+    cut did not take) is cut into batches as the whole input would be. ``open_take(spans, first)`` opens
+    the files (spans None: whole) and returns (take, close) for _batched."""
+    if assignments is None:
+        take, close = open_take(None, 1)
+        try:
+            yield from _sharded(_batched(take, unit, max_reads, max_bases), shard)
+        finally:
+            close()
+        return
+    for first, spans, tail in assignments:
+        try:
+            take, close = open_take(spans, first)
+            try:
+                yield from _batched(take, unit, max_reads if tail else None, max_bases, first)
+            finally:
+                close()
+        except InputError as e:
+            _mark(e, first)
+            raise
+
+
+def _mark(error, first):
+    if error.batch_start is None:
+        error.batch_start = first
+
+
+def _read(open_take, make, unit, max_reads, max_bases, shard, assignments):
+    """The batches of :func:`_parts`, parsed ahead and gathered by ``make``. Reading assigned ranges, an input
+    error carries the number of the read or pair where its range or batch begins (InputError.batch_start)."""
+    if assignments is not None:
+        gather = make
+
+        def make(first, part):
+            try:
+                return gather(first, part)
+            except InputError as e:
+                _mark(e, first)
+                raise
+
+    yield from _assembled(_prefetched(_parts(open_take, unit, max_reads, max_bases, shard, assignments)), make)
+
+
+def _block_pools(n):
+    """Per file, the _fastq.Blocks its sources share: a range's source fills again those that the ranges
+    before it left (fresh memory costs a page fault per page)."""
+    return [[] for _ in range(n)]
+
+
 def read_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None, block_size=None,
-                 shard=None) -> Iterator[ReadBatch]:
+                 shard=None, assignments=None) -> Iterator[ReadBatch]:
     """Single-end reads of `path` in batches of at most `max_reads` reads and `max_bases` bases.
 
     A read longer than `max_bases` forms a batch alone; an empty file yields no batch.
     `fast_fastq`: False reads FASTQ with dnaio only (None: ``FAST_FASTQ``); `block_size`: bytes read per
     block (None: 8 MiB for FASTQ, 4 MiB for FASTA). Neither changes the batches; tests compare both parsers
-    and put block boundaries everywhere. `shard` (i, n): only batches i, i + n, i + 2n, ... (:func:`_sharded`).
+    and put block boundaries everywhere. `shard` (i, n): only batches i, i + n, i + 2n, ... (:func:`_sharded`);
+    `assignments`: only the byte ranges the writing process hands out (:func:`_parts`).
     """
     _limits(max_reads, max_bases, 1)
-    src = _Source(path, fast_fastq, block_size)
+    pools = _block_pools(1)
+    opened = {}
 
-    def take(k):
-        slices, n = src.take(k)
-        return _Part([slices], 1, n)
+    def open_take(spans, first):
+        src = opened["src"] = _Source(path, fast_fastq, block_size, *_span_of(spans, 0, first), blocks=pools[0])
 
-    try:
-        def make(first, part):
-            return _make_batch(part, first, False, src.has_qualities, lambda i: (src.name, first + i))
+        def take(k):
+            slices, n = src.take(k)
+            return _Part([slices], 1, n)
 
-        yield from _assembled(_prefetched(_sharded(_batched(take, 1, max_reads, max_bases), shard)), make)
-    finally:
-        src.close()
+        return take, src.close
+
+    def make(first, part):
+        src = opened["src"]
+        return _make_batch(part, first, False, src.has_qualities, lambda i: (src.name, first + i))
+
+    yield from _read(open_take, make, 1, max_reads, max_bases, shard, assignments)
+
+
+def _span_of(spans, i, first_record):
+    """_Source's (span, first record) for file ``i`` of ``spans`` (None: the whole file)."""
+    return (None, 1) if spans is None else (spans[i], first_record)
 
 
 def read_pair_batches(path1, path2, max_reads=None, max_bases=None, *, fast_fastq=None,
-                      block_size=None, shard=None) -> Iterator[ReadBatch]:
+                      block_size=None, shard=None, assignments=None) -> Iterator[ReadBatch]:
     """Paired-end reads from two files; batches alternate mate 1, mate 2 and never split a pair.
 
     `max_reads` counts reads (two per pair; at least one pair per batch); `first_record` is the record
-    number of the batch's first pair in both files. `fast_fastq`, `block_size`: as for read_batches.
+    number of the batch's first pair in both files. `fast_fastq`, `block_size`, `shard`, `assignments`: as
+    for read_batches.
     """
     _limits(max_reads, max_bases, 2)
-    src1 = _Source(path1, fast_fastq, block_size)
-    try:
-        src2 = _Source(path2, fast_fastq, block_size)
-    except BaseException:
-        src1.close()
-        raise
-    if src1.format and src2.format and src1.format != src2.format:
-        src1.close()
-        src2.close()
-        raise InputError(src2.name, f"is {src2.format.upper()} but {src1.name} is {src1.format.upper()}", 1)
+    pools = _block_pools(2)
+    opened = {}
 
-    mates = _MateReader(src2)
+    def open_take(spans, first):
+        src1 = _Source(path1, fast_fastq, block_size, *_span_of(spans, 0, first), blocks=pools[0])
+        try:
+            src2 = _Source(path2, fast_fastq, block_size, *_span_of(spans, 1, first), blocks=pools[1])
+        except BaseException:
+            src1.close()
+            raise
+        if src1.format and src2.format and src1.format != src2.format:
+            src1.close()
+            src2.close()
+            raise InputError(src2.name, f"is {src2.format.upper()} but {src1.name} is {src1.format.upper()}", 1)
+        mates = _MateReader(src2)
+        opened["names"] = (src1.name, src2.name)
+        opened["with_quals"] = src1.has_qualities and src2.has_qualities
 
-    def take(k):
-        # the second file is read and parsed beside the first (both release the interpreter lock)
-        mates.start(k)
-        s1, n1 = src1.take(k)
-        s2, n2 = mates.result()
-        if n2 < n1:
-            raise _unequal(src2.name, src1.name, src2.taken)
-        if n1 < k and (n2 > n1 or src2.take(1)[1]):
-            raise _unequal(src1.name, src2.name, src1.taken)
-        i = _fastq.first_mate_mismatch(s1, s2)
-        if i >= 0:
-            a, b = _name_at(s1, i), _name_at(s2, i)
-            record = src1.taken - n1 + i + 1
-            raise InputError(src1.name, f"mate names differ: '{a}' here but '{b}' in {src2.name}", record)
-        return _Part([s1, s2], 1, n1)
+        def take(k):
+            # the second file is read and parsed beside the first (both release the interpreter lock)
+            mates.start(k)
+            s1, n1 = src1.take(k)
+            s2, n2 = mates.result()
+            if n2 < n1:
+                raise _unequal(src2.name, src1.name, src2.taken)
+            if n1 < k and (n2 > n1 or src2.take(1)[1]):
+                raise _unequal(src1.name, src2.name, src1.taken)
+            i = _fastq.first_mate_mismatch(s1, s2)
+            if i >= 0:
+                a, b = _name_at(s1, i), _name_at(s2, i)
+                record = src1.taken - n1 + i + 1
+                raise InputError(src1.name, f"mate names differ: '{a}' here but '{b}' in {src2.name}", record)
+            return _Part([s1, s2], 1, n1)
 
-    paths = (src1.name, src2.name)
-    with_quals = src1.has_qualities and src2.has_qualities
-    try:
-        def make(first, part):
-            return _make_batch(part, first, True, with_quals, lambda i: (paths[i % 2], first + i // 2))
+        def close():
+            mates.close()
+            src1.close()
+            src2.close()
 
-        yield from _assembled(_prefetched(_sharded(_batched(take, 2, max_reads, max_bases), shard)), make)
-    finally:
-        mates.close()
-        src1.close()
-        src2.close()
+        return take, close
+
+    def make(first, part):
+        paths = opened["names"]
+        return _make_batch(part, first, True, opened["with_quals"], lambda i: (paths[i % 2], first + i // 2))
+
+    yield from _read(open_take, make, 2, max_reads, max_bases, shard, assignments)
 
 
 class _MateReader:
@@ -796,32 +869,39 @@ def _unequal(shorter, longer, k):
 
 
 def read_interleaved_batches(path, max_reads=None, max_bases=None, *, fast_fastq=None,
-                             block_size=None, shard=None) -> Iterator[ReadBatch]:
+                             block_size=None, shard=None, assignments=None) -> Iterator[ReadBatch]:
     """Paired-end reads from one interleaved file (mate 1, mate 2, mate 1, ...), as read_pair_batches.
 
     `first_record` is the record number (in the file) of the batch's first mate 1. `fast_fastq`,
-    `block_size`: as for read_batches.
+    `block_size`, `shard`, `assignments` (a range's first unit is a pair: its mate 1 is record
+    2 first - 1): as for read_batches.
     """
     _limits(max_reads, max_bases, 2)
-    src = _Source(path, fast_fastq, block_size)
+    pools = _block_pools(1)
+    opened = {}
 
-    def take(k):
-        slices, n = src.take(2 * k)
-        if n % 2:
-            raise InputError(src.name, "the last record has no mate (interleaved pairs need an even count)", src.taken)
-        i = _fastq.first_mate_mismatch(slices, None)
-        if i >= 0:
-            a, b = _name_at(slices, 2 * i), _name_at(slices, 2 * i + 1)
-            record = src.taken - n + 2 * i + 2
-            message = f"mate names differ: '{a}' in record {record - 1} but '{b}' here"
-            raise InputError(src.name, message, record)
-        return _Part([slices], 2, n // 2)
+    def open_take(spans, first):
+        src = opened["src"] = _Source(path, fast_fastq, block_size, *_span_of(spans, 0, 2 * first - 1),
+                                      blocks=pools[0])
 
-    try:
-        def make(first, part):
-            record = 2 * first - 1
-            return _make_batch(part, record, True, src.has_qualities, lambda i: (src.name, record + i))
+        def take(k):
+            slices, n = src.take(2 * k)
+            if n % 2:
+                raise InputError(src.name, "the last record has no mate (interleaved pairs need an even count)",
+                                 src.taken)
+            i = _fastq.first_mate_mismatch(slices, None)
+            if i >= 0:
+                a, b = _name_at(slices, 2 * i), _name_at(slices, 2 * i + 1)
+                record = src.taken - n + 2 * i + 2
+                message = f"mate names differ: '{a}' in record {record - 1} but '{b}' here"
+                raise InputError(src.name, message, record)
+            return _Part([slices], 2, n // 2)
 
-        yield from _assembled(_prefetched(_sharded(_batched(take, 2, max_reads, max_bases), shard)), make)
-    finally:
-        src.close()
+        return take, src.close
+
+    def make(first, part):
+        src = opened["src"]
+        record = 2 * first - 1
+        return _make_batch(part, record, True, src.has_qualities, lambda i: (src.name, record + i))
+
+    yield from _read(open_take, make, 2, max_reads, max_bases, shard, assignments)

@@ -7,12 +7,16 @@ Why processes: within one process the device threads, the reader and the postpro
 at one interpreter lock for their Python steps between kernels and around the nogil loops, so a second GPU,
 or more host cores, add little (docs/gpu.md, "Mapping processes"). Processes share nothing but the output.
 
-How the output stays the same as one process's: every mapping process parses the whole input (so batch
-boundaries and record numbers are the same in all of them) but gathers and maps only batches i, i + n, ...
-(reads._sharded); they agree on one batch size before the first batch; for pairs each estimates the insert
-size from the same first pairs (insert_size.estimate_before_run); this process takes batch k's records from
-process k mod n, in order. Output records do not depend on the batch they were mapped in.
+How the batches are shared: the mapping processes agree on one batch size before the first batch; this
+process then cuts uncompressed FASTQ files into batches by byte range (input_ranges.py, on a thread of its
+own) and hands batch k to process k mod n, which reads and parses only those bytes
+(reads._parts). Other inputs (compressed, FASTA) are parsed whole by every mapping process, which
+keeps batch boundaries and record numbers the same in all of them, and each gathers and maps only batches
+i, i + n, ... (reads._sharded). For pairs each process estimates the insert size from the same first pairs
+(insert_size.estimate_before_run). This process takes batch k's records from process k mod n, in order;
+output records do not depend on the batch they were mapped in, so the output is a run of one process's.
 """
+import bisect
 import multiprocessing
 import os
 import signal
@@ -23,6 +27,7 @@ import traceback
 from dataclasses import replace
 
 from .errors import PeanutError
+from .input_ranges import Assignment, can_cut, cut
 from .options import check
 from .pipeline import Progress
 from .post_processes import die_with_parent, worker_processes
@@ -45,8 +50,9 @@ class ShardLink:
 
     BATCH_END = BatchEnd
 
-    def __init__(self, conn, index, count, started_at):
+    def __init__(self, conn, index, count, started_at, assignments=None):
         self.conn, self.index, self.count, self.started_at = conn, index, count, started_at
+        self._assignments = assignments  # the pipe of this process's byte ranges (None: every n-th batch)
         self._lock = threading.Lock()  # log lines come from several threads
         self._fd = None  # the output, where this process writes its records itself
 
@@ -69,6 +75,22 @@ class ShardLink:
             # the output file (its temporary name), or the standard output this process shares
             self._fd = os.open(path, os.O_WRONLY) if path is not None else sys.stdout.fileno()
         return batch_size
+
+    def batches(self, part, batch_size):
+        """This process's batches of the run's ``part`` (map_single.SingleEndRun, map_paired.PairedRun)."""
+        if self._assignments is None:
+            return part.batches(batch_size, shard=(self.index, self.count))
+        return part.batches(batch_size, assignments=self._assigned())
+
+    def _assigned(self):
+        while True:
+            try:
+                assignment = self._assignments.recv()
+            except (EOFError, OSError):
+                raise PeanutError("the writing process ended before the input did") from None
+            if assignment is None:
+                return
+            yield Assignment(*assignment)
 
     def send(self, data):
         """The pipeline's writer: encoded records, or a BatchEnd. Records go into the output at the offset
@@ -111,9 +133,9 @@ def processes_and_devices(processes, device_spec, memory_cap, threads=1):
     for a GPU whose share of ``threads`` reaches SPLIT_THREADS; a number: at most one process per core.
     Processes beyond the devices share them in turn, each with an equal part of ``memory_cap`` (without a cap,
     of the device's memory: :func:`_shared_cap`)."""
-    from .device import device_indices, device_info, is_multi_spec
+    from .device import device_info, is_multi_spec
 
-    indices = device_indices(device_spec) if is_multi_spec(device_spec) else None
+    indices = _indices(device_spec) if is_multi_spec(device_spec) else None
     if processes == "auto":
         d = len(indices) if indices is not None else 1
         split = threads // d >= SPLIT_THREADS and \
@@ -132,6 +154,18 @@ def processes_and_devices(processes, device_spec, memory_cap, threads=1):
                 sharing[i]) for i in range(n)]
 
 
+def _indices(spec):
+    """The device indices of a multi-device ``--device``. A list of distinct indices is taken as it is, without
+    listing the devices (about a second on a host with several GPUs, before any mapping process could start):
+    each mapping process opens its own, and names it if it does not exist."""
+    from .device import device_indices
+
+    parts = [p.strip() for p in str(spec).split(",")]
+    if all(p.isdigit() for p in parts) and len({int(p) for p in parts}) == len(parts):
+        return [int(p) for p in parts]
+    return device_indices(spec)
+
+
 def _shared_cap(spec, sharing):
     """The memory cap of one of ``sharing`` processes on the device ``spec`` when the run gave none: an equal
     part of the device's memory, so that together they fit it as one process would."""
@@ -146,22 +180,23 @@ def threads_of(threads, n, i):
 
 
 def _error_message(e):
-    """(kind, text) of an exception of a mapping process, as the CLI would print it."""
+    """(kind, text, where) of an exception of a mapping process, ``text`` as the CLI would print it; ``where``:
+    the read or pair where the batch that met an input error begins (InputError.batch_start), else None."""
     if isinstance(e, PeanutError):
-        return "peanut", str(e)
+        return "peanut", str(e), getattr(e, "batch_start", None)
     if isinstance(e, MemoryError):
-        return "peanut", "out of memory"
+        return "peanut", "out of memory", None
     if type(e).__module__.startswith("pyopencl"):
-        return "peanut", f"OpenCL device error ({type(e).__name__}): {' '.join(str(e).split())[:300]}"
-    return "bug", "".join(traceback.format_exception(e))
+        return "peanut", f"OpenCL device error ({type(e).__name__}): {' '.join(str(e).split())[:300]}", None
+    return "bug", "".join(traceback.format_exception(e)), None
 
 
-def _mapping_process(conn, index, count, started_at, logs, sharing, kwargs):
+def _mapping_process(conn, assignments, index, count, started_at, logs, sharing, kwargs):
     """The body of mapping process ``index``: map_reads with a ShardLink; any error goes to the pipe."""
     die_with_parent()
     # Ctrl-C reaches the whole process group; the writing process alone handles it and ends this one
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    link = ShardLink(conn, index, count, started_at)
+    link = ShardLink(conn, index, count, started_at, assignments)
     try:
         from .device import DeviceOpening
 
@@ -191,8 +226,8 @@ def _mapping_process(conn, index, count, started_at, logs, sharing, kwargs):
 
 
 class _Child:
-    def __init__(self, i, process, conn):
-        self.i, self.process, self.conn = i, process, conn
+    def __init__(self, i, process, conn, ranges=None):
+        self.i, self.process, self.conn, self.ranges = i, process, conn, ranges
         self.tally = None
 
     def receive(self):
@@ -203,6 +238,47 @@ class _Child:
             code = self.process.exitcode
             raise PeanutError(f"mapping process {self.i + 1} ended without finishing its batches (exit status "
                               f"{code if code is not None else 'unknown'})") from None
+
+
+class _Cutter(threading.Thread):
+    """This process's thread that cuts the input into batches (input_ranges.cut) and sends batch k's byte
+    ranges to mapping process k mod n; ``tail_at``: the number of the batch that is the input's tail (read
+    in several batches by its process), once cut."""
+
+    def __init__(self, paths, per_unit, paired):
+        super().__init__(name="peanut-cut", daemon=True)
+        self.paths, self.per_unit, self.paired = paths, per_unit, paired
+        self.tail_at, self.error, self.children = None, None, []
+        self.firsts = []  # the first read or pair of each batch cut so far
+
+    def begin(self, children, batch_size):
+        self.children = children
+        # a batch of pairs holds batch_size reads, as in a run of one process (reads._batched)
+        self.units = max(1, batch_size // 2) if self.paired else batch_size
+        self.start()
+
+    def batch_of(self, unit):
+        """The number of the batch that holds read or pair ``unit`` (one that was cut)."""
+        return bisect.bisect_right(self.firsts, unit) - 1
+
+    def run(self):
+        n = len(self.children)
+        try:
+            for k, assignment in enumerate(cut(self.paths, self.per_unit, self.units)):
+                self.firsts.append(assignment.first)
+                if assignment.tail:
+                    self.tail_at = k
+                self.children[k % n].ranges.send(tuple(assignment))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a mapping process is gone: the reading side reports it
+        except BaseException as e:  # noqa: BLE001 - raised by the reading side
+            self.error = e
+        finally:
+            for child in self.children:
+                try:
+                    child.ranges.send(None)
+                except OSError:
+                    pass
 
 
 def _merge(tallies):
@@ -238,10 +314,13 @@ def map_in_processes(index_path, reads_path, opts, output=None, run=None, device
     n, assigned = processes_and_devices(run.processes, device_spec, run.memory_cap, run.threads)
     streamed = [p for p in (reads_path, mates) if p is not None and not readable_again(p)]
     if n > 1 and streamed:
-        # every mapping process reads the whole input; a stream can be read only once
+        # the mapping processes read the input themselves (their byte ranges, or all of it); a stream can be
+        # read only once
         if log:
             log(f"{display_name(streamed[0])} is a stream (standard input, a pipe): one mapping process, not {n}")
         n = 1
+    paths = [reads_path] if mates is None else [reads_path, mates]
+    cutting = n > 1 and can_cut(paths)
     common = dict(index_path=index_path, reads_path=reads_path, opts=opts, read_group=read_group,
                   reference=reference, command_line=command_line, mates=mates, interleaved=interleaved,
                   insert_size=insert_size, hit_only=hit_only)
@@ -261,23 +340,27 @@ def map_in_processes(index_path, reads_path, opts, output=None, run=None, device
         where = (f"all on device {specs[0]}" if specs[0] is not None else "all on the default device") \
             if len(set(specs)) == 1 else "on devices " + ", ".join(specs)
         log(f"-t {run.threads}: {n} mapping processes with {' or '.join(map(str, shares))} of the threads each, "
-            f"{where}")
+            f"{where}; " + ("each reads the batches this process cuts from the input" if cutting
+                            else "each parses the whole input (compressed or FASTA) and maps every n-th batch"))
     context = multiprocessing.get_context("spawn")
     children, finished = [], False
     try:
         # the processes start first: each takes about a second to import, open its device and load the index
         for i, (spec, cap, sharing) in enumerate(assigned):
             parent_end, child_end = context.Pipe()
+            ranges_in, ranges_out = context.Pipe(duplex=False) if cutting else (None, None)
             share = replace(run, threads=threads_of(run.threads, n, i), memory_cap=cap, processes=1)
             # the mapping processes encode (SAM text or BAM records) for the format this process writes
             kwargs = dict(common, run=share, device_spec=spec, output_format=sam.output_format(output, output_format),
                           reference=None)  # checked once, here
             process = context.Process(target=_mapping_process, name=f"peanut-map-{i + 1}",
-                                      args=(child_end, i, n, started_at, log is not None and i == 0, sharing,
-                                            kwargs))
+                                      args=(child_end, ranges_in, i, n, started_at, log is not None and i == 0,
+                                            sharing, kwargs))
             process.start()
             child_end.close()
-            children.append(_Child(i, process, parent_end))
+            if ranges_in is not None:
+                ranges_in.close()
+            children.append(_Child(i, process, parent_end, ranges_out))
         index = open_index(index_path)
         try:
             if reference is not None:
@@ -288,13 +371,16 @@ def map_in_processes(index_path, reads_path, opts, output=None, run=None, device
         finally:
             index.close()
         with sam.open_output(output, header, fmt=output_format, threads=run.threads, hit_only=hit_only) as out:
-            tallies = _receive(children, out, log)
+            cutter = _Cutter(paths, 2 if interleaved else 1, mates is not None or interleaved) if cutting else None
+            tallies = _receive(children, out, log, cutter)
             if sum(t["reads"] for t in tallies) == 0:
                 raise PeanutError(f"{display_name(reads_path)}: empty file (no reads)")
         finished = True
     finally:
         for child in children:
             child.conn.close()
+            if child.ranges is not None:
+                child.ranges.close()
             if not finished:
                 # after an error the others may sit in a pipe that is no longer read
                 child.process.kill()
@@ -322,16 +408,27 @@ def _handle(child, message, log):
             log(message[1])
         return True
     if kind == _ERROR:
-        _, what, text = message
+        _, what, text, where = message
         if what == "bug":
             raise RuntimeError(f"mapping process {child.i + 1} failed:\n{text}")
+        if where is not None:
+            raise _InputFailure(text, where)
         raise PeanutError(text)
     return False
 
 
-def _receive(children, out, log):
-    """Agree on the batch size, then write batch k's records from process k mod n until the input ends;
-    returns every process's tally."""
+class _InputFailure(PeanutError):
+    """A mapping process's input error in the batch that begins at read or pair ``where``."""
+
+    def __init__(self, text, where):
+        super().__init__(text)
+        self.where = where
+
+
+def _receive(children, out, log, cutter=None):
+    """Agree on the batch size, then write batch k's records from process k mod n until the input ends
+    (``cutter``: the _Cutter that hands out the batches, None where each process finds its own); returns
+    every process's tally."""
     sizes = []
     for child in children:
         while True:
@@ -345,14 +442,38 @@ def _receive(children, out, log):
     target = out.direct_target()
     for child in children:
         child.conn.send((min(sizes), target))
+    if cutter is not None:
+        cutter.begin(children, min(sizes))
     progress = Progress(log)
     n, k = len(children), 0
     place = [None if target is None else target[1]]  # where the next records go, where written directly
-    while True:
+    # a process that met an input error ahead of the batch written now: (its batch's number, the error); the
+    # batches before it are written on, so that the error reported is the file's first, as with one process
+    ahead, failed = None, set()
+    while ahead is None or k < ahead[0]:
         child = children[k % n]
-        if not _take_batch(child, out, progress, log, place):
-            break
+        if child.i in failed:
+            k += 1  # its batches before its error were read without one
+            continue
+        try:
+            # the tail's batches all come from one process, until its end (it was cut before any came)
+            if not _take_batch(child, out, progress, log, place, lambda: cutter is not None and cutter.tail_at == k):
+                break
+        except _InputFailure as e:
+            at = cutter.batch_of(e.where)
+            if at <= k:
+                raise PeanutError(str(e)) from None
+            failed.add(child.i)
+            if ahead is None or at < ahead[0]:
+                ahead = (at, PeanutError(str(e)))
+            continue
         k += 1
+    if ahead is not None:
+        raise ahead[1]
+    if cutter is not None:
+        cutter.join()
+        if cutter.error is not None:
+            raise cutter.error
     if target is not None:
         out.moved_to(place[0])
     for child in children:
@@ -366,9 +487,9 @@ def _receive(children, out, log):
     return [child.tally for child in children]
 
 
-def _take_batch(child, out, progress, log, place):
+def _take_batch(child, out, progress, log, place, in_tail):
     """Write ``child``'s next batch, or give it the offsets where it writes it itself (``place[0]``: the
-    next); False if it has none (it sent its tally)."""
+    next); in the input's tail (``in_tail()``), all its batches. False if it has none (it sent its tally)."""
     while True:
         message = child.receive()
         if _handle(child, message, log):
@@ -381,7 +502,8 @@ def _take_batch(child, out, progress, log, place):
             out.write_encoded(child.conn.recv_bytes())
         elif kind == _END:
             progress.advance(message[1])
-            return True
+            if not in_tail():
+                return True
         elif kind == _DONE:
             child.tally = message[1]
             return False

@@ -161,15 +161,26 @@ def test_threads_and_devices_are_shared_out(monkeypatch):
     with pytest.raises(PeanutError):
         monkeypatch.setattr(device, "device_indices", lambda spec: (_ for _ in ()).throw(PeanutError("x")))
         processes_and_devices("auto", "all", None)
+    # a list of indices is taken without listing the devices (the mapping processes open and check them)
+    assert processes_and_devices("auto", "3, 1", None) == (2, [("3", None, 1), ("1", None, 1)])
+    with pytest.raises(PeanutError):
+        processes_and_devices("auto", "0,0", None)  # the same device twice: listed, and refused there
+
+
+def test_a_device_index_that_does_not_exist_is_one_line(cli, tmp_path, example_index):
+    out = tmp_path / "o.sam"
+    rc, _, err = cli("map", "--device", "0,7", example_index, R1, "-o", out)
+    lines = [x for x in err.splitlines() if x.startswith("peanut: error")]
+    assert rc == 1 and len(lines) == 1 and "7" in lines[0] and "Traceback" not in err, err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
 def test_processes_sharing_a_device_share_its_memory(cli, tmp_path, example_index):
-    """Two processes on one device without --memory-cap: each plans with half of the device's memory."""
-    from peanut_py.device import device_info
-
-    err = _map(cli, tmp_path / "p.sam", "--processes", "2", "--batch-size", "500", example_index, R1)
-    half = device_info(None).global_mem // 2
-    assert f"({half / 2**30:.1f} GiB)" in [x for x in err.splitlines() if "device:" in x][0]
+    """Two processes on one device without --memory-cap: each plans with half of the device's memory. PoCL's
+    CPU device reports a share of the memory free at the time; POCL_MEMORY_LIMIT pins it (GiB)."""
+    err = _map(cli, tmp_path / "p.sam", "--processes", "2", "--batch-size", "500", example_index, R1,
+               env={"POCL_MEMORY_LIMIT": "3"})
+    assert "(1.5 GiB)" in [x for x in err.splitlines() if "device:" in x][0]
 
 
 @pytest.mark.parametrize("how", ["file", "append", "pipe"])
@@ -296,3 +307,98 @@ def test_the_reference_is_checked_once_before_the_run(cli, tmp_path, example_ind
     right.write_bytes(gzip.decompress((EXAMPLE / "chr20_slice.fa.gz").read_bytes()))
     rc, _, err = cli("map", "--processes", "2", "--reference", right, example_index, R1, "-o", out)
     assert rc == 0 and out.exists(), err
+
+
+def _plain_pairs(tmp_path, n=900):
+    r1, r2 = fastq_records(R1)[:n], fastq_records(R2)[:n]
+    write_fastq(tmp_path / "r1.fq", r1)
+    write_fastq(tmp_path / "r2.fq", r2)
+    return tmp_path / "r1.fq", tmp_path / "r2.fq"
+
+
+def test_plain_fastq_is_cut_by_byte_range_and_maps_as_one_process(cli, tmp_path, example_index, single_run,
+                                                                 paired_run):
+    """Uncompressed FASTQ: the writing process cuts the files, each mapping process reads only its ranges."""
+    plain = tmp_path / "se.fq"
+    write_fastq(plain, fastq_records(R1))
+    err = _map(cli, tmp_path / "se.sam", "-t", "3", "--processes", "3", "--batch-size", "250", example_index, plain)
+    assert "each reads the batches this process cuts" in err
+    assert sam_body(tmp_path / "se.sam") == single_run[0]
+    p1, p2 = _plain_pairs(tmp_path, 2000)
+    err = _map(cli, tmp_path / "pe.sam", "-t", "2", "--processes", "2", "--batch-size", "500", example_index, p1, p2)
+    assert "each reads the batches this process cuts" in err
+    assert sam_body(tmp_path / "pe.sam") == paired_run[0]
+    assert _reads_line(err) == _reads_line(paired_run[1])
+
+
+def _odd_inputs(tmp_path, case):
+    """Files whose cut ends in a tail, or which one process refuses: (paths, extra options)."""
+    p1, p2 = _plain_pairs(tmp_path)
+    if case == "crlf in the middle":
+        lines = p1.read_bytes().split(b"\n")
+        for i in range(4 * 500, 4 * 520):
+            lines[i] += b"\r"
+        p1.write_bytes(b"\n".join(lines))
+        return [p1], []
+    if case == "blank lines at the end":
+        p1.write_bytes(p1.read_bytes() + b"\n\n")
+        return [p1], []
+    if case == "no newline at the end":
+        p1.write_bytes(p1.read_bytes()[:-1])
+        return [p1], []
+    if case == "mate files of different lengths":
+        p2.write_bytes(b"".join(p2.read_bytes().splitlines(keepends=True)[: 4 * 850]))
+        return [p1, p2], ["-I", "300,50"]
+    if case == "mate names differ in a later batch":
+        lines = p2.read_text().splitlines()
+        lines[4 * 777] = "@other"
+        p2.write_text("\n".join(lines) + "\n")
+        return [p1, p2], ["-I", "300,50"]
+    if case == "odd interleaved count":
+        inter = tmp_path / "inter.fq"
+        records = [r for pair in zip(fastq_records(p1), fastq_records(p2)) for r in pair][:1601]
+        write_fastq(inter, records)
+        return [inter], ["-p", "-I", "300,50"]
+    raise ValueError(case)
+
+
+@pytest.mark.parametrize("case", ["crlf in the middle", "blank lines at the end", "no newline at the end",
+                                  "mate files of different lengths", "mate names differ in a later batch",
+                                  "odd interleaved count"])
+def test_input_the_cut_cannot_take_maps_or_fails_as_with_one_process(cli, tmp_path, example_index, case):
+    """Where the cut meets what is not four-line records, the rest is one tail read in full by one process:
+    the same SAM, or the same one-line error (file and record), as a run of one process."""
+    paths, extra = _odd_inputs(tmp_path, case)
+    results = []
+    for processes in ("1", "2"):
+        out = tmp_path / f"p{processes}.sam"
+        rc, _, err = cli("map", "-t", "2", "--processes", processes, "--batch-size", "200", *extra,
+                         example_index, *paths, "-o", out)
+        assert "Traceback" not in err, err
+        errors = [x for x in err.splitlines() if x.startswith("peanut: error")]
+        results.append((rc, errors, sam_body(out) if rc == 0 else out.exists()))
+    assert results[0] == results[1]
+    rc, errors, body = results[0]
+    if case.startswith(("mate", "odd")):
+        assert rc == 1 and len(errors) == 1 and "record" in errors[0], errors
+    else:
+        assert rc == 0 and sum(1 for x in body if not x.startswith("@")) == 900
+
+
+def test_of_two_bad_records_the_first_is_reported_as_with_one_process(cli, tmp_path, example_index):
+    """Record 400 ends the second batch (process 2), record 401 starts the third (process 1, which meets it
+    while its first batch is still being mapped): the error named is record 400's, as with one process."""
+    records = fastq_records(R1)[:900]
+    bad = tmp_path / "bad.fq"
+    write_fastq(bad, records)
+    text = bad.read_text().splitlines()
+    for record in (400, 401):
+        text[4 * (record - 1) + 1] = "!" + text[4 * (record - 1) + 1][1:]
+    bad.write_text("\n".join(text) + "\n")
+    lines = []
+    for processes in ("1", "2"):
+        out = tmp_path / f"o{processes}.sam"
+        rc, _, err = cli("map", "--processes", processes, "--batch-size", "200", example_index, bad, "-o", out)
+        assert rc == 1 and "Traceback" not in err and not out.exists(), err
+        lines.append([x for x in err.splitlines() if x.startswith("peanut: error")])
+    assert lines[0] == lines[1] and len(lines[0]) == 1 and "record 400" in lines[0][0], lines
