@@ -11,7 +11,7 @@ import sys
 
 from ._version import __version__
 from .device import DeviceOpening
-from .errors import PeanutError
+from .errors import PeanutError, error_text
 from .options import (IndexOptions, MapOptions, RunOptions, Scoring, check, default_of, flags_of, help_of, metavar_of,
                       parse_mode)
 
@@ -418,21 +418,20 @@ def main(argv=None):
     except (PeanutError, MemoryError) as e:
         if _interrupted.is_set():
             _exit_interrupted()
-        print(f"peanut: error: {e}" if isinstance(e, PeanutError) else "peanut: error: out of memory",
-              file=sys.stderr)
+        print(f"peanut: error: {error_text(e)}", file=sys.stderr)
         if getattr(e, "exit_at_once", False):
             _flush_standard_streams()
             os._exit(1)
         sys.exit(1)
     except Exception as e:  # noqa: BLE001 - only OpenCL faults are turned into an error line
-        if not type(e).__module__.startswith("pyopencl"):
+        text = error_text(e)
+        if text is None:
             raise
         if _interrupted.is_set():
             _exit_interrupted()
         # a lost device, a failed launch, resources exhausted beyond what splitting a batch can fix: the
         # atomic writers have already dropped the output while the exception unwound
-        print(f"peanut: error: OpenCL device error ({type(e).__name__}): {' '.join(str(e).split())[:300]}",
-              file=sys.stderr)
+        print(f"peanut: error: {text}", file=sys.stderr)
         sys.exit(1)
 
 

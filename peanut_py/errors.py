@@ -5,6 +5,18 @@ class PeanutError(Exception):
     """An error caused by the user's input or environment (bad file, no OpenCL device, ...)."""
 
 
+def error_text(e):
+    """The one line (after "peanut: error: ") reported for ``e``: a PeanutError's message, out of memory, or an
+    OpenCL error (a lost device, a failed launch); None for anything else, a bug, whose traceback is shown."""
+    if isinstance(e, PeanutError):
+        return str(e)
+    if isinstance(e, MemoryError):
+        return "out of memory"
+    if type(e).__module__.startswith("pyopencl"):
+        return f"OpenCL device error ({type(e).__name__}): {' '.join(str(e).split())[:300]}"
+    return None
+
+
 class InputError(PeanutError):
     """Malformed input; the message names the file and the record."""
 

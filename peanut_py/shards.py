@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import replace
 
-from .errors import PeanutError
+from .errors import PeanutError, error_text
 from .input_ranges import Assignment, can_cut, cut
 from .options import check
 from .pipeline import Progress
@@ -182,13 +182,10 @@ def threads_of(threads, n, i):
 def _error_message(e):
     """(kind, text, where) of an exception of a mapping process, ``text`` as the CLI would print it; ``where``:
     the read or pair where the batch that met an input error begins (InputError.batch_start), else None."""
-    if isinstance(e, PeanutError):
-        return "peanut", str(e), getattr(e, "batch_start", None)
-    if isinstance(e, MemoryError):
-        return "peanut", "out of memory", None
-    if type(e).__module__.startswith("pyopencl"):
-        return "peanut", f"OpenCL device error ({type(e).__name__}): {' '.join(str(e).split())[:300]}", None
-    return "bug", "".join(traceback.format_exception(e)), None
+    text = error_text(e)
+    if text is None:
+        return "bug", "".join(traceback.format_exception(e)), None
+    return "peanut", text, getattr(e, "batch_start", None)
 
 
 def _mapping_process(conn, assignments, index, count, started_at, logs, sharing, kwargs):
