@@ -160,8 +160,9 @@ class RunOptions:
                         "workers when the CPU aligns (see --align-on), else threads")
 
     processes: int = _opt("auto", ("--processes",), "mapping processes, each with its share of -t and of the "
-                          "devices, mapping every n-th batch of the input (same output; at most one per core); auto: one per device "
-                          "(all, or a list), two per GPU with 48 or more of the threads", 1, 256, metavar="N", auto=True)
+                          "devices, mapping every n-th batch of the input (same output; at most one per core); auto: "
+                          "one per device (all, or a list), two per GPU with 48 or more of the threads", 1, 256,
+                          metavar="N", auto=True)
 
     def check_more(self):
         if self.workers not in ("auto", "threads", "processes"):

@@ -2,14 +2,15 @@
 
 Each input is opened once and read front to back (input_streams.py), so files, FIFOs, process substitutions
 and standard input are read alike; a mapping process of several may instead read the byte ranges of an
-uncompressed FASTQ file that the writing process assigns to it (input_ranges.py, :func:`_parts`). FASTQ is read in big blocks and parsed by _fastq.pyx without the GIL, into
-columns (no Python object per read). _fastq.pyx takes only the strict common form; at the first record it is
-not sure about, that input goes on with dnaio (cutadapt's Cython parser: it validates every record and
-reports line numbers), fed the text read past the last record returned and then the rest of the input, so
-odd files (``\\r\\n``, ...) are read and malformed ones fail with the messages and record numbers they always
-had. FASTA is read by the block parser below, which splits whole blocks at ``\\n>`` with C-level bytes methods.
-The fallback's and FASTA's sequence letters are checked, uppercased and turned into base codes per batch with
-NumPy lookup tables. docs/io.md explains the choices (parser, streams, empty files, blank lines at the end,
+uncompressed FASTQ file that the writing process assigns to it (input_ranges.py, :func:`_parts`). FASTQ is
+read in big blocks and parsed by _fastq.pyx without the GIL, into columns (no Python object per read).
+_fastq.pyx takes only the strict common form; at the first record it is not sure about, that input goes on
+with dnaio (cutadapt's Cython parser: it validates every record and reports line numbers), fed the text read
+past the last record returned and then the rest of the input, so odd files (``\\r\\n``, ...) are read and
+malformed ones fail with the messages and record numbers they always had. FASTA is read by the block parser
+below, which splits whole blocks at ``\\n>`` with C-level bytes methods. The fallback's and FASTA's sequence
+letters are checked, uppercased and turned into base codes per batch with NumPy lookup tables.
+docs/io.md explains the choices (parser, streams, empty files, blank lines at the end,
 long reads, '.' and '-').
 """
 import os
