@@ -91,3 +91,47 @@ def best_distance(Py_ssize_t n_reads, const u32[::1] rs, const i32[::1] dist):
             if dist[i] < best[r]:
                 best[r] = dist[i]
     return out
+
+
+def weak_read_flags(Py_ssize_t n_reads, const u32[::1] rs, const i32[::1] dist, const i64[::1] lengths,
+                    const u32[::1] max_errors):
+    """The local-mode step's flags in one pass (clipped.py): per read ``weak`` (it has hits and the best
+    ``dist`` exceeds half of ``max_errors[lengths[read]]``) and ``has_hit`` (a hit, and not weak), per hit
+    ``kept`` (its read is not weak). ``lengths``: one per read; ``max_errors``: indexed by a read length."""
+    cdef Py_ssize_t i, n = rs.shape[0], r, n_table = max_errors.shape[0]
+    if dist.shape[0] != n:
+        raise ValueError("rs and dist: one entry per hit")
+    if lengths.shape[0] != n_reads:
+        raise ValueError("lengths: one per read")
+    best_out = np.full(n_reads, NO_HIT, np.int64)
+    weak_out = np.zeros(n_reads, np.uint8)
+    has_out = np.zeros(n_reads, np.uint8)
+    kept_out = np.empty(n, np.uint8)
+    cdef i64[::1] best = best_out
+    cdef u8[::1] weak = weak_out, has_hit = has_out, kept = kept_out
+    cdef i64 length
+    cdef bint bad = False
+    with nogil:
+        for i in range(n):
+            r = rs[i] >> 1
+            if r >= n_reads:
+                bad = True
+                break
+            if dist[i] < best[r]:
+                best[r] = dist[i]
+        if not bad:
+            for r in range(n_reads):
+                if best[r] == NO_HIT:
+                    continue
+                length = lengths[r]
+                if length < 0 or length >= n_table:
+                    bad = True
+                    break
+                weak[r] = best[r] > <i64>(max_errors[length] // 2)
+                has_hit[r] = not weak[r]
+        if not bad:
+            for i in range(n):
+                kept[i] = not weak[rs[i] >> 1]
+    if bad:
+        raise IndexError("a hit's read or a read's length lies outside the lists")
+    return weak_out.view(bool), has_out, kept_out.view(bool)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hit_lists import best_hit_distance
+from .hit_lists import weak_reads_and_flags
 from .options import DEFAULT_MIN_IDENTITY, Scoring
 from .ranking import gather_read_strands
 from .rescue import RescueWindows, align_windows, rescued_hits
@@ -100,13 +100,13 @@ def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ra
     return out[:m].get().astype(np.int64) if m else np.zeros(0, dtype=np.int64)
 
 
-def candidate_windows(rs, diag_lo, diag_hi, rs_lengths, max_errors, contig_offsets, contig_ends):
+def candidate_windows(rs, diag_lo, diag_hi, read_lengths, max_errors, contig_offsets, contig_ends):
     """The window of each candidate: its diagonals widened by validation's error bound ``max_errors[n]`` of
-    its read strand's length n, ``[diag_lo - k, diag_hi + n + k)``, clipped to its contig (the last one
-    starting at or before ``diag_hi + n - 1``, validation's rule). Candidates whose window is empty are left
-    out. Returns RescueWindows (read, strand, lo, hi) in candidate order."""
+    its read's length n (``read_lengths[rs >> 1]``), ``[diag_lo - k, diag_hi + n + k)``, clipped to its
+    contig (the last one starting at or before ``diag_hi + n - 1``, validation's rule). Candidates whose window
+    is empty are left out. Returns RescueWindows (read, strand, lo, hi) in candidate order."""
     rs = np.asarray(rs, dtype=np.int64)
-    n = np.asarray(rs_lengths, dtype=np.int64)[rs]
+    n = np.asarray(read_lengths, dtype=np.int64)[rs >> 1]
     k = np.asarray(max_errors, dtype=np.int64)[n]
     lo = np.asarray(diag_lo, dtype=np.int64) - k
     hi = np.asarray(diag_hi, dtype=np.int64) + n + k
@@ -119,33 +119,29 @@ def candidate_windows(rs, diag_lo, diag_hi, rs_lengths, max_errors, contig_offse
     return RescueWindows(rs[keep] >> 1, rs[keep] & 1, lo[keep], hi[keep])
 
 
-def weak_reads(n_reads, hit_rs, hit_dist, rs_lengths, max_errors):
+def weak_reads(n_reads, hit_rs, hit_dist, read_lengths, max_errors):
     """Per read: True where it has validated hits and the best of them has more than half of validation's
-    error bound ``max_errors[n]`` (a read strand of length n): such a whole-read hit is often a long clipped
-    end forced into an edit-distance alignment, and the read is judged locally (see :func:`clipped_hits`)."""
-    best = best_hit_distance(n_reads, hit_rs, hit_dist)
-    bound = np.asarray(max_errors, dtype=np.int64)[np.asarray(rs_lengths, dtype=np.int64)[0::2]] // 2
-    return (best != np.iinfo(np.int64).max) & (best > bound)
+    error bound ``max_errors[n]`` (a read of length n, ``read_lengths``): such a whole-read hit is often a
+    long clipped end forced into an edit-distance alignment, and the read is judged locally (see
+    :func:`clipped_hits`)."""
+    return weak_reads_and_flags(n_reads, hit_rs, hit_dist, read_lengths, max_errors)[0]
 
 
-def clipped_hits(device, resident, codes, offsets, found, candidates, search, contig_offsets, contig_ends):
+def clipped_hits(device, resident, codes, offsets, found, candidates, search, contig_offsets, contig_ends,
+                 lengths=None):
     """The step for one read buffer: ``(hits, kept)``. ``found``: the validated hits ``(rs, ref_start,
     ref_end, dist)``; ``kept``: which of them stay (a bool mask); ``hits``: the new hits ``(rs, ref_start,
     ref_end, dist)`` (sorted by rs, duplicates removed). Judged locally are the reads without a validated hit
     and the weak ones (:func:`weak_reads`): their strongest candidates (``kernels/clipped.cl``) and, for weak
     reads, their validated hits are aligned locally, and the validated hits of weak reads are replaced by
     these alignments, so that all hits of a read are ranked by one measure. ``codes``/``offsets``: the
-    buffer's forward reads; ``candidates``: its filtration's candidates."""
+    buffer's forward reads (``lengths``: np.diff(offsets), when the caller has it); ``candidates``: its
+    filtration's candidates."""
     hit_rs, hit_start, hit_end, hit_dist = (np.asarray(a) for a in found)
     n_reads = len(offsets) - 1
-    lengths = np.diff(np.asarray(offsets, dtype=np.int64))
-    rs_lengths = np.repeat(lengths, 2)
+    lengths = np.diff(np.asarray(offsets, dtype=np.int64)) if lengths is None else lengths
     table = max_errors_table(int(lengths.max()) if n_reads else 0, search.min_identity)
-    weak = weak_reads(n_reads, hit_rs, hit_dist, rs_lengths, table)
-    has_hit = np.zeros(n_reads, dtype=np.uint8)
-    has_hit[hit_rs.astype(np.int64) >> 1] = 1
-    has_hit[weak] = 0
-    kept = ~weak[hit_rs.astype(np.int64) >> 1]
+    _, has_hit, kept = weak_reads_and_flags(n_reads, hit_rs, hit_dist, lengths, table)
     empty = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int32))
     picked = choose_candidates(device, candidates, has_hit, search.max_per_read, search.ratio)
     if len(picked):
@@ -161,9 +157,9 @@ def clipped_hits(device, resident, codes, offsets, found, candidates, search, co
     own_rs = hit_rs[own].astype(np.int64)
     rs = np.concatenate([rs, own_rs])
     diag_lo = np.concatenate([diag_lo, hit_start[own].astype(np.int64)])
-    diag_hi = np.concatenate([diag_hi, hit_end[own].astype(np.int64) - rs_lengths[own_rs]])
+    diag_hi = np.concatenate([diag_hi, hit_end[own].astype(np.int64) - lengths[own_rs >> 1]])
     diag_hi = np.maximum(diag_lo, diag_hi)
-    windows = candidate_windows(rs, diag_lo, diag_hi, rs_lengths, table, contig_offsets, contig_ends)
+    windows = candidate_windows(rs, diag_lo, diag_hi, lengths, table, contig_offsets, contig_ends)
     if windows.n == 0:
         return empty, kept
     # the read strands of the reads concerned (each once, in batch order): read strand 2 * k + s

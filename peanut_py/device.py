@@ -382,10 +382,13 @@ class Device:
         return value
 
     def built_keys(self):
-        """The keys of everything :meth:`cached` has built on this device so far (programs, kernels, scans),
-        as a frozenset: a read-only view for tests and diagnostics (builds still in progress excluded)."""
+        """The keys of everything :meth:`cached` has built on this device so far (programs, kernels, scans;
+        not the :meth:`constant` tables), as a frozenset: a read-only view for tests and diagnostics (builds
+        still in progress excluded)."""
         with self._lock:
-            return frozenset(k for k, v in self._built.items() if not isinstance(v, threading.Event))
+            return frozenset(k for k, v in self._built.items()
+                             if not isinstance(v, threading.Event)
+                             and not (isinstance(k, tuple) and k[0] == "constant"))
 
     def hold_outside_pool(self, nbytes):
         """Count ``nbytes`` of device memory allocated beside the pool (page-locked staging buffers, which
@@ -416,6 +419,14 @@ class Device:
             size = min(max(need, int(need * headroom)), self.max_alloc)
             buf = self._workspaces[key] = self.allocator(size)
         return cla.Array(self.queue, max(int(n), 1), dtype, data=buf)
+
+    def constant(self, key, make):
+        """A device copy of the host array ``make()`` returns, uploaded once per ``key`` and kept as long as the
+        device: the tables that every batch reads and no kernel writes (votes thresholds, error bounds).
+        Uploading them per batch would make the device thread wait for the queue each time."""
+        import pyopencl.array as cla
+
+        return self.cached(("constant", *key), lambda: cla.to_device(self.queue, make()))
 
     def program(self, name, **defines):
         """Compile ``kernels/<name>.cl`` with ``-D KEY=VALUE`` for each define; cached per argument set."""

@@ -67,6 +67,7 @@ class DeviceStage:
             qgroup_kernels(self.device, q)
             exclusive_sum(self.device)
             filtration.build_programs(self.device, self.resident, S_STRIDE)
+            filtration.min_votes_table(None, q, self.resident.step, gap)  # a thousand thresholds, computed once
             if self.best_stratum:
                 select_kernels(self.device, q, self.resident.step, gap)
             validation.build_programs(self.device)
@@ -105,8 +106,12 @@ class DeviceStage:
         Reads longer than MAX_READ_LENGTH, which the kernels do not take, enter the buffer empty: they get no
         hits, so they are reported unmapped, and ``too_long`` counts them."""
         t0 = time.perf_counter()
-        codes, offsets, too_long = without_long_reads(codes, offsets)
-        buffer = ReadBuffer(self.device, codes, offsets, q=self.resident.q)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        lengths = np.diff(offsets)  # once for the batch: the buffer and the clipped step use it too
+        codes, offsets, too_long = without_long_reads(codes, offsets, lengths=lengths)
+        if too_long:
+            lengths = np.diff(offsets)
+        buffer = ReadBuffer(self.device, codes, offsets, q=self.resident.q, lengths=lengths)
         index = QGroupIndex(self.device, buffer, self.resident.q)
         t1 = time.perf_counter()
         candidates = filter_reference(self.device, self.resident, index, buffer, collapse_gap=self.collapse_gap,
@@ -124,7 +129,7 @@ class DeviceStage:
         n_clipped = 0
         if self.clipped is not None:
             extra, kept = clipped_step.clipped_hits(self.device, self.resident, codes, offsets, found, candidates,
-                                                    self.clipped, *self.contigs())
+                                                    self.clipped, *self.contigs(), lengths=lengths)
             n_clipped = len(extra[0])
             keep = None if kept.all() else kept
             if n_clipped:
@@ -200,11 +205,11 @@ def concatenate_results(first, second, n_first):
     )
 
 
-def without_long_reads(codes, offsets, max_length=MAX_READ_LENGTH):
+def without_long_reads(codes, offsets, max_length=MAX_READ_LENGTH, lengths=None):
     """``(codes, offsets, n)``: the reads with every read longer than ``max_length`` made empty (same read
-    count and order), and the number of such reads."""
+    count and order), and the number of such reads. ``lengths``: np.diff(offsets), when the caller has it."""
     offsets = np.asarray(offsets, dtype=np.int64)
-    lengths = np.diff(offsets)
+    lengths = np.diff(offsets) if lengths is None else lengths
     long = lengths > max_length
     n = int(np.count_nonzero(long))
     if n == 0:

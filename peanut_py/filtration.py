@@ -9,6 +9,7 @@ dropped there (``min_votes``).  Ranges share no read strand, so their candidates
 docs/core.md, "filtration").  The result does not depend on range, chunk or window sizes.
 """
 import functools
+import hashlib
 from collections import namedtuple
 
 import numpy as np
@@ -281,12 +282,14 @@ class _Filtration:
         self.tools = filter_tools(device)
         self.step = StepTimer(device.queue, profile)
         self.thresholds = (table > 1).any()
-        self.min_votes = cla.to_device(device.queue, table, allocator=device.pool)
+        # the table and the masked q-grams are the same for every batch of a run: uploaded once per device
+        self.min_votes = device.constant(("min_votes", table.tobytes()), lambda: table)
         self.no_threshold = None  # threshold 1 for the windows of one read strand, uploaded when needed
         self.masked_per_rs = None
         if masked_kmers is not None and rb.n_rs:
-            masked = cla.to_device(device.queue, np.ascontiguousarray(masked_kmers, dtype=np.uint32),
-                                   allocator=device.pool)
+            host_masked = np.ascontiguousarray(masked_kmers, dtype=np.uint32)
+            digest = hashlib.blake2b(host_masked.data, digest_size=16).digest()
+            masked = device.constant(("masked_kmers", digest), lambda: host_masked)
             self.masked_per_rs = device.zeros(rb.n_rs, np.uint32)
             device.launch(self.knl.count_masked, len(masked), masked.data, np.uint32(len(masked)), qi.I.data,
                           qi.S.data, qi.Sp.data, qi.O.data, qi.Ob.data, rb.pos_rs.data,

@@ -4,7 +4,7 @@ without the interpreter lock, since the device thread does it between kernels wh
 threads want the lock."""
 import numpy as np
 
-from ._hit_lists import best_distance, is_sorted, merge_sorted
+from ._hit_lists import best_distance, is_sorted, merge_sorted, weak_read_flags
 
 # the types of a hit list's four arrays after a merge
 HIT_DTYPES = (np.uint32, np.uint32, np.int64, np.int32)
@@ -32,4 +32,13 @@ def best_hit_distance(n_reads, rs, dist):
                          np.ascontiguousarray(dist, dtype=np.int32))
 
 
-__all__ = ["HIT_DTYPES", "merge_hits", "best_hit_distance"]
+def weak_reads_and_flags(n_reads, rs, dist, lengths, max_errors):
+    """The local-mode step's flags (clipped.py): per read ``weak`` (it has hits, the best ``dist`` above half
+    of ``max_errors[length]``) and ``has_hit`` (uint8: a hit, and not weak), per hit ``kept`` (its read is not
+    weak). ``lengths``: per read; ``max_errors``: indexed by a read length."""
+    return weak_read_flags(int(n_reads), np.ascontiguousarray(rs, dtype=np.uint32),
+                           np.ascontiguousarray(dist, dtype=np.int32), np.ascontiguousarray(lengths, dtype=np.int64),
+                           np.ascontiguousarray(max_errors, dtype=np.uint32))
+
+
+__all__ = ["HIT_DTYPES", "merge_hits", "best_hit_distance", "weak_reads_and_flags"]

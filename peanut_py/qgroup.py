@@ -45,18 +45,20 @@ class ReadBuffer:
     (uint32, n_rs + 1), ``pos_rs`` (uint32, read strand of every text position).
 
     ``codes`` is the uint8 concatenation of the forward reads (0..3, anything else is N), ``offsets`` the
-    int64 read boundaries (n_reads + 1). ``q``: the q of the index that will be built over the buffer (the text
-    does not depend on it; the same program then serves both, one build fewer at start-up).
+    int64 read boundaries (n_reads + 1), ``lengths`` (optional) their differences. ``q``: the q of the index
+    that will be built over the buffer (the text does not depend on it; the same program then serves both,
+    one build fewer at start-up).
     """
 
-    def __init__(self, device, codes, offsets, q=4):
+    def __init__(self, device, codes, offsets, q=4, lengths=None):
         import pyopencl.array as cla
 
         codes = np.ascontiguousarray(codes, dtype=np.uint8)
         offsets = np.asarray(offsets, dtype=np.int64)
         if offsets.ndim != 1 or len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != len(codes):
             raise PeanutError("read buffer: offsets must start at 0 and end at len(codes)")
-        lengths = np.diff(offsets)
+        # ``lengths``: np.diff(offsets) when the caller has it already (the device thread computes it once)
+        lengths = np.diff(offsets) if lengths is None else lengths
         if len(lengths) and (lengths.min() < 0 or lengths.max() > MAX_READ_LENGTH):
             raise PeanutError(f"read buffer: read lengths must lie in 0..{MAX_READ_LENGTH}")
         if 2 * len(codes) > MAX_TEXT:

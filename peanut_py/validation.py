@@ -6,6 +6,7 @@ to the candidate's contig; see ``kernels/myers.cl`` and docs/core.md ("Validatio
 Candidates with ``(n - dist) / n < min_identity`` are dropped on the device and the survivors are compacted in
 candidate order, so the output stays sorted by read strand.
 """
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -36,9 +37,19 @@ def max_errors(read_length, min_identity):
     return n - math.ceil(_identity_fraction(min_identity) * n)
 
 
+@functools.lru_cache(maxsize=64)
 def max_errors_table(max_length, min_identity):
-    """``max_errors(n)`` for n = 0..max_length as uint32, the device's lookup table."""
-    return np.array([max_errors(n, min_identity) for n in range(max_length + 1)], dtype=np.uint32)
+    """``max_errors(n)`` for n = 0..max_length as uint32, the device's lookup table (read-only: one table per
+    arguments serves every batch, since the exact fractions cost the device thread a millisecond a batch)."""
+    table = np.array([max_errors(n, min_identity) for n in range(int(max_length) + 1)], dtype=np.uint32)
+    table.flags.writeable = False
+    return table
+
+
+def max_errors_on_device(device, max_length, min_identity):
+    """:func:`max_errors_table` on ``device``, uploaded once per arguments."""
+    return device.constant(("max_errors", int(max_length), float(min_identity)),
+                           lambda: max_errors_table(int(max_length), min_identity))
 
 
 def band_width(span, k):
@@ -96,11 +107,6 @@ def build_programs(device):
     validation_compaction(device)
 
 
-def _read_lengths(read_buffer):
-    starts = np.asarray(read_buffer.rs_start_host, dtype=np.int64)
-    return np.diff(starts)
-
-
 def validate_candidates(device, resident, read_buffer, candidates, min_identity=DEFAULT_MIN_IDENTITY, words=None,
                         selected=None, out=None, max_words=MAX_WORDS):
     """Run the validation kernel over all candidates: per-candidate device arrays (dist, start, end, keep).
@@ -115,8 +121,6 @@ def validate_candidates(device, resident, read_buffer, candidates, min_identity=
     import pyopencl.array as cla
 
     n = int(candidates.n)
-    lengths = _read_lengths(read_buffer)
-    table = max_errors_table(int(lengths.max()) if lengths.size else 0, min_identity)
     queue, pool = device.queue, device.pool
     if out is None:
         dist = cla.empty(queue, n, np.int32, allocator=pool)
@@ -134,7 +138,7 @@ def validate_candidates(device, resident, read_buffer, candidates, min_identity=
     n_items = n if selected is None else int(selected.size)
     if n_items == 0:
         return dist, start, end, keep
-    table_dev = cla.to_device(queue, table, allocator=pool)
+    table_dev = max_errors_on_device(device, read_buffer.max_len, min_identity)
     if words is not None:
         batches = [(int(words), n_items, selected)]
     else:

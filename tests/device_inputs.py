@@ -23,6 +23,7 @@ def read_buffer(queue, reads):
         rs_start=cla.to_device(queue, starts),
         n_reads=len(reads),
         n_rs=len(strands),
+        max_len=max((len(r) for r in reads), default=0),
         rs_start_host=starts,
     )
     return dev, host

@@ -65,7 +65,7 @@ def test_candidate_windows_stay_in_their_contig():
     from peanut_py.clipped import candidate_windows
 
     offsets, ends = np.array([1024, 3072]), np.array([2024, 4072])
-    lengths = np.array([100, 100, 50, 50])  # read strands 0..3
+    lengths = np.array([100, 50])  # reads 0 and 1 (read strands 0..3)
     k = np.arange(101) // 5
     # a read hanging over the first contig's start, one over the second contig's end, one inside
     w = candidate_windows([0, 2, 3], [1000, 4040, 3500], [1004, 4040, 3502], lengths, k, offsets, ends)
@@ -78,8 +78,7 @@ def test_weak_reads():
     from peanut_py.clipped import weak_reads
 
     k = np.arange(102) // 5  # 101 bp: 20 errors, weak above 10
-    lengths = np.repeat([101, 101, 101], 2)
-    weak = weak_reads(3, [0, 1, 4], [3, 12, 11], lengths, k)
+    weak = weak_reads(3, [0, 1, 4], [3, 12, 11], [101, 101, 101], k)
     assert weak.tolist() == [False, False, True]  # read 0: best 3; read 1: no hit; read 2: best 11
 
 

@@ -3,7 +3,7 @@ against plain NumPy (a stable sort of the concatenation; np.minimum.at) on rando
 import numpy as np
 import pytest
 
-from peanut_py.hit_lists import HIT_DTYPES, best_hit_distance, merge_hits
+from peanut_py.hit_lists import HIT_DTYPES, best_hit_distance, merge_hits, weak_reads_and_flags
 
 
 def _hits(rng, n, n_rs, sort):
@@ -59,3 +59,29 @@ def test_best_hit_distance_is_the_least_per_read(seed):
     assert np.array_equal(best_hit_distance(n_reads, rs[:0], dist[:0]), np.full(n_reads, np.iinfo(np.int64).max))
     with pytest.raises(IndexError):
         best_hit_distance(n_reads, np.array([2 * n_reads], np.uint32), np.array([0], np.int32))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_weak_reads_and_flags_match_numpy(seed):
+    """The fused flags of the local-mode step equal the NumPy formulation they replaced."""
+    rng = np.random.default_rng(seed)
+    n_reads = int(rng.integers(1, 300))
+    n = int(rng.integers(0, 4 * n_reads))
+    rs = np.sort(rng.integers(0, 2 * n_reads, n)).astype(np.uint32)
+    dist = rng.integers(0, 40, n).astype(np.int32)
+    lengths = rng.integers(0, 160, n_reads).astype(np.int64)
+    table = (np.arange(161) // 5).astype(np.uint32)
+    weak, has_hit, kept = weak_reads_and_flags(n_reads, rs, dist, lengths, table)
+    best = np.full(n_reads, np.iinfo(np.int64).max)
+    np.minimum.at(best, rs.astype(np.int64) >> 1, dist.astype(np.int64))
+    want_weak = (best != np.iinfo(np.int64).max) & (best > table[lengths].astype(np.int64) // 2)
+    want_has = np.zeros(n_reads, np.uint8)
+    want_has[rs.astype(np.int64) >> 1] = 1
+    want_has[want_weak] = 0
+    assert np.array_equal(weak, want_weak)
+    assert np.array_equal(has_hit, want_has)
+    assert np.array_equal(kept, ~want_weak[rs.astype(np.int64) >> 1])
+    if n >= 100:
+        assert want_weak.any() and not want_weak.all()  # both kinds occur
+    with pytest.raises(IndexError):
+        weak_reads_and_flags(1, np.array([2], np.uint32), np.array([0], np.int32), np.array([10]), table)

@@ -1,0 +1,141 @@
+"""Where the device thread's time goes: one `peanut map` run with OpenCL profiling on, every kernel launch and
+copy recorded, and a table of device time per kernel next to the run's wall and its device stage.
+
+    python -m benchmarks.kernel_profile INDEX READS [MATES] [-t 16] [--batch-size N] [--top 30]
+
+The queue is created with CL_QUEUE_PROFILING_ENABLE (which some drivers make a little slower), every kernel
+enqueued through pyopencl's invoker and every ``pyopencl.enqueue_copy`` is kept with its event, and after the
+run each event's start and end give its device time. ``busy`` is the union of those intervals: the share of
+the device stage's wall during which the device computed or copied something; the rest is the device thread's
+host work and its waits (for the interpreter lock among them). ``blocking`` counts the copies that made the
+calling thread wait and the wall they took.
+"""
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.append(ROOT)  # after an installed peanut_py (the GPU hosts install it beside the checkout)
+
+
+@contextmanager
+def recorded():
+    """While active, pyopencl's queues profile and every kernel launch and ``enqueue_copy`` is kept with its
+    event in the yielded record (``events``: (name, event); ``blocking``/``blocking_s``: per thread, the
+    copies that made it wait and their wall). pyopencl is restored on exit."""
+    import pyopencl as cl
+    import pyopencl._cl as _cl
+
+    record = {"events": [], "blocking": collections.Counter(), "blocking_s": collections.Counter()}
+    lock = threading.Lock()
+    original_queue, launch, copy = cl.CommandQueue, _cl.enqueue_nd_range_kernel, cl.enqueue_copy
+
+    class ProfilingQueue(original_queue):
+        def __init__(self, context, device=None, properties=None):
+            props = cl.command_queue_properties.PROFILING_ENABLE | (properties or 0)
+            super().__init__(context, device, props)
+
+    def recorded_launch(queue, kernel, *args):
+        event = launch(queue, kernel, *args)
+        with lock:
+            record["events"].append((kernel.function_name, event))
+        return event
+
+    def recorded_copy(queue, dest, src, **kwargs):
+        if not isinstance(dest, cl.MemoryObjectHolder):
+            kind = "copy to host"
+        else:
+            kind = "copy on device" if isinstance(src, cl.MemoryObjectHolder) else "copy to device"
+        t0 = time.perf_counter()
+        event = copy(queue, dest, src, **kwargs)
+        with lock:
+            if kwargs.get("is_blocking", True):
+                name = threading.current_thread().name
+                record["blocking"][name] += 1
+                record["blocking_s"][name] += time.perf_counter() - t0
+            record["events"].append((kind, event))
+        return event
+
+    cl.CommandQueue, _cl.enqueue_nd_range_kernel, cl.enqueue_copy = ProfilingQueue, recorded_launch, recorded_copy
+    try:
+        yield record
+    finally:
+        cl.CommandQueue, _cl.enqueue_nd_range_kernel, cl.enqueue_copy = original_queue, launch, copy
+
+
+def summarize(record):
+    """(rows of (name, launches, device seconds), busy seconds, first start, last end) from the events."""
+    per = collections.defaultdict(lambda: [0, 0])
+    spans = []
+    for name, event in record["events"]:
+        try:
+            start, end = event.profile.start, event.profile.end
+        except Exception:  # noqa: BLE001 - an event without profiling information (a user event)
+            continue
+        per[name][0] += 1
+        per[name][1] += end - start
+        spans.append((start, end))
+    spans.sort()
+    busy, cur_s, cur_e = 0, None, None
+    for s, e in spans:
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                busy += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        busy += cur_e - cur_s
+    rows = sorted(((n, c, ns / 1e9) for n, (c, ns) in per.items()), key=lambda r: -r[2])
+    first = spans[0][0] if spans else 0
+    last = max((e for _, e in spans), default=0)
+    return rows, busy / 1e9, (last - first) / 1e9
+
+
+def profile_run(index, reads, mates=None, threads=2, batch_size=None, log=None):
+    """One ``peanut map`` run (SAM to a temporary file) under :func:`recorded`: a dict of its ``wall``, its
+    ``stages`` (the run's summary), ``rows``, ``busy`` and ``span`` (:func:`summarize`) and the ``record``."""
+    from peanut_py.mapping import map_reads
+    from peanut_py.options import MapOptions, RunOptions
+
+    with recorded() as record, tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        summary = map_reads(index, reads, MapOptions(), output=os.path.join(tmp, "out.sam"),
+                            run=RunOptions(threads=threads, batch_size=batch_size), mates=mates, log=log)
+        wall = time.perf_counter() - t0
+    rows, busy, span = summarize(record)
+    return {"wall": wall, "stages": summary.get("stages", {}), "rows": rows, "busy": busy, "span": span,
+            "record": record}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("index", help="a peanut index (peanut index)")
+    ap.add_argument("reads", help="FASTQ or FASTA reads, or the first file of pairs")
+    ap.add_argument("mates", nargs="?", help="the second file of pairs")
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count(), help="-t of the run (default: all cores)")
+    ap.add_argument("--batch-size", type=int, default=None, help="--batch-size of the run (default: the device's)")
+    ap.add_argument("--top", type=int, default=30, help="kernels and copies listed (default 30)")
+    a = ap.parse_args(argv)
+    out = profile_run(a.index, a.reads, a.mates, a.threads, a.batch_size, log=lambda m: print(m, file=sys.stderr))
+    rows, busy, span, record = out["rows"], out["busy"], out["span"], out["record"]
+    total = sum(r[2] for r in rows)
+    print(f"wall {out['wall']:.2f} s; device stage {out['stages'].get('device', 0):.2f} s; events span {span:.2f} s, "
+          f"device busy {busy:.2f} s ({100 * busy / max(span, 1e-9):.0f} % of the span); summed event time "
+          f"{total:.2f} s")
+    for name in sorted(record["blocking"]):
+        print(f"blocking copies on thread {name}: {record['blocking'][name]:,}, {record['blocking_s'][name]:.2f} s")
+    print(f"{'kernel or copy':40s} {'launches':>9s} {'seconds':>8s} {'share':>6s}")
+    for name, count, seconds in rows[: a.top]:
+        print(f"{name[:40]:40s} {count:9,d} {seconds:8.3f} {100 * seconds / max(total, 1e-9):5.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

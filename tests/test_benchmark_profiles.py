@@ -1,0 +1,65 @@
+"""benchmarks/kernel_profile.py and benchmarks/spy_threads.py: the device-time table of a real run on the
+bundled slice, the busy time as a union of intervals, and py-spy's stacks per thread."""
+import os
+import sys
+from types import SimpleNamespace
+
+import pyopencl as cl
+import pyopencl._cl as _cl
+import pytest
+
+from helpers import EXAMPLE
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # benchmarks/ is a package of the repository, not of the installed peanut_py
+
+from benchmarks import kernel_profile, spy_threads  # noqa: E402
+
+R1 = str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz")
+R2 = str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R2.fastq.gz")
+
+
+def _event(start, end):
+    return SimpleNamespace(profile=SimpleNamespace(start=start, end=end))
+
+
+def test_busy_time_is_the_union_of_the_events():
+    record = {"events": [("a", _event(0, 10)), ("b", _event(5, 20)), ("a", _event(30, 35)),
+                         ("c", SimpleNamespace())]}  # an event without profiling information is left out
+    rows, busy, span = kernel_profile.summarize(record)
+    assert rows == [("b", 1, 15e-9), ("a", 2, 15e-9)] or rows == [("a", 2, 15e-9), ("b", 1, 15e-9)]
+    assert busy == pytest.approx(25e-9) and span == pytest.approx(35e-9)
+
+
+def test_a_real_run_is_profiled_and_pyopencl_restored(example_index):
+    before = (cl.CommandQueue, _cl.enqueue_nd_range_kernel, cl.enqueue_copy)
+    out = kernel_profile.profile_run(str(example_index), R1, R2, threads=2, batch_size=1000)
+    assert (cl.CommandQueue, _cl.enqueue_nd_range_kernel, cl.enqueue_copy) == before
+    names = {name: (count, seconds) for name, count, seconds in out["rows"]}
+    # every batch of 1,000 reads builds its text, emits its hits and validates (4 batches of pairs)
+    for kernel in ("build_text", "emit_hits"):
+        assert names[kernel][0] == 4 and names[kernel][1] > 0
+    assert any(n.startswith("validate_hits_w") for n in names)
+    assert names["copy to host"][0] > 0 and names["copy to device"][0] > 0
+    assert 0 < out["busy"] <= out["span"] + 1e-9
+    assert out["busy"] <= sum(s for _, _, s in out["rows"]) + 1e-9
+    assert out["record"]["blocking"]["peanut-device"] > 0
+    assert out["stages"]["device"] > 0
+
+
+def test_spy_threads_per_thread_and_device_split(tmp_path, capsys):
+    spy = tmp_path / "spy.txt"
+    spy.write_text(
+        "thread (1): peanut-post_0;worker (pool.py:1) 5\n"
+        "thread (2): peanut-post_1;worker (pool.py:1) 3\n"
+        "thread (3): peanut-device;DeviceStage.map_batch (peanut_py/device_stage.py:9);"
+        "f (peanut_py/validation.py:3);enqueue_copy (pyopencl/__init__.py:1) 7\n"
+        "thread (3): peanut-device;DeviceStage.map_batch (peanut_py/device_stage.py:9);"
+        "merge_hits (peanut_py/hit_lists.py:22) 2\n")
+    assert spy_threads.main([str(spy)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in lines] == [["9", "peanut-device"], ["8", "post"]]  # most samples first
+    assert spy_threads.main([str(spy), "--thread", "peanut-device"]) == 0
+    out = capsys.readouterr().out
+    assert "host 2 samples, waiting in blocking copies 7" in out
+    assert "f@validation.py:3 | enqueue_copy" in out
