@@ -17,6 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, List, NamedTuple
 
+from .allocator import keep_freed_memory
+
 _END = object()
 
 # CPython hands the GIL to a waiting thread only after this long (default 5 ms). The device thread waits for
@@ -173,6 +175,7 @@ def run_pipeline(batches, device_step, post_steps, write, threads=1, queue_size=
     for the plans, is reported as "batch step".
     ``write(text)`` runs in the calling thread, in input order.
     """
+    keep_freed_memory()
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(previous_interval, SWITCH_INTERVAL))
     try:
