@@ -155,7 +155,7 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
     index = open_index(index_path)
     if reference is not None:
         check_reference(index, reference, index_path)
-    rg_line, rg_id = sam.parse_read_group(read_group) if read_group else (None, None)
+    rg_id = sam.parse_read_group(read_group)[1] if read_group else None  # a bad -R fails here, before the devices open
     opts = opts.with_read_group(rg_id)
     # several devices (--device all or a list): one device thread each, the first one also aligns and rescues
     devices = devices.result() if devices is not None else open_devices(device_spec, memory_cap=run.memory_cap)
@@ -209,8 +209,7 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
             post = Postprocessor(index, genome, opts, device=device)
             if workers is not None:
                 post = ProcessPostprocessor(post, workers)
-            header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
-                                    program_command_line=command_line)
+            header = sam.index_header(index, read_group, command_line)
             if paired:
                 from .map_paired import PairedRun, pair_batches
 

@@ -46,6 +46,14 @@ def parse_read_group(text):
     return line, rg_id
 
 
+def index_header(index, read_group=None, program_command_line=None) -> str:
+    """The SAM header of a run against ``index`` (a ReferenceIndex: its sequences, lengths and MD5s), with the
+    bwa-style ``-R`` text ``read_group`` and the command line for @PG: map_reads and the writing process of
+    several mapping processes (shards.py) write this one header."""
+    return sam_header(index.names, index.lengths, md5s=index.md5s, read_group=read_group or None,
+                      program_command_line=program_command_line)
+
+
 def sam_header(names, lengths, md5s=None, read_group=None, program_command_line=None, version=__version__) -> str:
     """@HD, one @SQ per reference sequence, optionally @RG (a bwa-style -R string), and @PG."""
     out = ["@HD\tVN:1.6\tSO:unsorted\n"]
@@ -329,7 +337,7 @@ class _BamWriter(_Writer):
             raise
 
     def encode(self, text):
-        return sam_to_bam(text if isinstance(text, bytes) else text.encode(), self._refs)
+        return _bam_records(text, self._refs)
 
     def write_encoded(self, records):
         self._bgzf.write(records)
@@ -458,6 +466,11 @@ def open_output(path, header, fmt=None, threads=1, hit_only=False):
     return _HitOnlyWriter(writer) if hit_only else writer
 
 
+def _bam_records(text, refs):
+    """BAM records (without BGZF) of a block of SAM records (str or bytes) against ``refs`` (RefNames)."""
+    return sam_to_bam(text if isinstance(text, bytes) else text.encode(), refs)
+
+
 def encoder(header, fmt, hit_only=False):
     """The ``encode`` of the writer that :func:`open_output` gives for ``fmt`` and ``hit_only``, without the
     writer: a mapping process of several (shards.py) encodes its records, the writing process writes them
@@ -466,7 +479,7 @@ def encoder(header, fmt, hit_only=False):
         refs = RefNames(_reference_dictionary(header)[0])
 
         def encode(text):
-            return sam_to_bam(text if isinstance(text, bytes) else text.encode(), refs)
+            return _bam_records(text, refs)
     else:
         def encode(text):
             return text if isinstance(text, bytes) else text.encode()

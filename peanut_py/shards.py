@@ -362,9 +362,7 @@ def map_in_processes(index_path, reads_path, opts, output=None, run=None, device
         try:
             if reference is not None:
                 check_reference(index, reference, index_path)
-            rg_line = sam.parse_read_group(read_group)[0] if read_group else None
-            header = sam.sam_header(index.names, index.lengths, md5s=index.md5s, read_group=rg_line,
-                                    program_command_line=command_line)
+            header = sam.index_header(index, read_group, command_line)
         finally:
             index.close()
         with sam.open_output(output, header, fmt=output_format, threads=run.threads, hit_only=hit_only) as out:

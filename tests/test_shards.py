@@ -69,6 +69,21 @@ def test_pairs_in_processes_give_the_sam_of_one(cli, tmp_path, example_index, pa
     assert estimate and [x for x in err.splitlines() if "insert size" in x] == estimate
 
 
+def test_a_read_group_gives_the_header_and_tags_of_one_process(cli, tmp_path, example_index):
+    """-R: the writing process builds the same header (@SQ with M5, @RG) as a run of one process, and every
+    record of the mapping processes carries the read group."""
+    rg = "@RG\\tID:lane1\\tSM:NA12878"
+    _map(cli, tmp_path / "one.sam", "-t", "2", "--batch-size", "300", "-R", rg, example_index, R1)
+    _map(cli, tmp_path / "two.sam", "-t", "2", "--processes", "2", "--batch-size", "300", "-R", rg,
+         example_index, R1)
+    one, two = sam_body(tmp_path / "one.sam"), sam_body(tmp_path / "two.sam")
+    assert two == one
+    assert "@RG\tID:lane1\tSM:NA12878\n" in one
+    assert any(line.startswith("@SQ") and "\tM5:" in line for line in one)
+    records = [line for line in one if not line.startswith("@")]
+    assert len(records) == 2000 and all("\tRG:Z:lane1" in line for line in records)
+
+
 def test_interleaved_pairs_bam_and_hit_only(cli, tmp_path, example_index):
     pysam = pytest.importorskip("pysam")
     records = []
