@@ -75,24 +75,6 @@ def merge_sorted(const u32[::1] a_rs, const u32[::1] a_start, const i64[::1] a_e
     return out_rs, out_start, out_end, out_dist
 
 
-def best_distance(Py_ssize_t n_reads, const u32[::1] rs, const i32[::1] dist):
-    """Per read (``rs >> 1`` below ``n_reads``): the least ``dist`` of its hits, 2^63 - 1 for none."""
-    out = np.full(n_reads, NO_HIT, np.int64)
-    cdef i64[::1] best = out
-    cdef Py_ssize_t i, n = rs.shape[0], r
-    if dist.shape[0] != n:
-        raise ValueError("rs and dist: one entry per hit")
-    with nogil:
-        for i in range(n):
-            r = rs[i] >> 1
-            if r >= n_reads:
-                with gil:
-                    raise IndexError(f"hit of read {r} in a list of {n_reads} reads")
-            if dist[i] < best[r]:
-                best[r] = dist[i]
-    return out
-
-
 def weak_read_flags(Py_ssize_t n_reads, const u32[::1] rs, const i32[::1] dist, const i64[::1] lengths,
                     const u32[::1] max_errors):
     """The local-mode step's flags in one pass (clipped.py): per read ``weak`` (it has hits and the best

@@ -1,10 +1,10 @@
 """Lists of hits ``(rs, ref_start, ref_end, dist)`` on the host, as the device stage and mate rescue pass them
-on: merging new hits into validated ones, and each read's best distance. The work runs in _hit_lists.pyx
+on: merging new hits into validated ones, and the clipped search's flags from each read's best distance. The work runs in _hit_lists.pyx
 without the interpreter lock, since the device thread does it between kernels while the postprocessing
 threads want the lock."""
 import numpy as np
 
-from ._hit_lists import best_distance, is_sorted, merge_sorted, weak_read_flags
+from ._hit_lists import is_sorted, merge_sorted, weak_read_flags
 
 # the types of a hit list's four arrays after a merge
 HIT_DTYPES = (np.uint32, np.uint32, np.int64, np.int32)
@@ -26,12 +26,6 @@ def merge_hits(base, extra, keep=None):
     return tuple(np.concatenate([b, e])[order] for b, e in zip(base, extra))
 
 
-def best_hit_distance(n_reads, rs, dist):
-    """Per read (``rs >> 1``): the least ``dist`` of its hits, ``np.iinfo(np.int64).max`` where it has none."""
-    return best_distance(int(n_reads), np.ascontiguousarray(rs, dtype=np.uint32),
-                         np.ascontiguousarray(dist, dtype=np.int32))
-
-
 def weak_reads_and_flags(n_reads, rs, dist, lengths, max_errors):
     """The local-mode step's flags (clipped.py): per read ``weak`` (it has hits, the best ``dist`` above half
     of ``max_errors[length]``) and ``has_hit`` (uint8: a hit, and not weak), per hit ``kept`` (its read is not
@@ -41,4 +35,4 @@ def weak_reads_and_flags(n_reads, rs, dist, lengths, max_errors):
                            np.ascontiguousarray(max_errors, dtype=np.uint32))
 
 
-__all__ = ["HIT_DTYPES", "merge_hits", "best_hit_distance", "weak_reads_and_flags"]
+__all__ = ["HIT_DTYPES", "merge_hits", "weak_reads_and_flags"]

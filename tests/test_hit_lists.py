@@ -3,7 +3,7 @@ against plain NumPy (a stable sort of the concatenation; np.minimum.at) on rando
 import numpy as np
 import pytest
 
-from peanut_py.hit_lists import HIT_DTYPES, best_hit_distance, merge_hits, weak_reads_and_flags
+from peanut_py.hit_lists import HIT_DTYPES, merge_hits, weak_reads_and_flags
 
 
 def _hits(rng, n, n_rs, sort):
@@ -47,28 +47,16 @@ def test_merge_hits_keeps_base_first_within_a_read_strand():
     assert dist.tolist() == [3, 2, 0, 0, 5, 4]
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_best_hit_distance_is_the_least_per_read(seed):
-    rng = np.random.default_rng(seed)
-    n_reads = int(rng.integers(1, 200))
-    rs = rng.integers(0, 2 * n_reads, 1000).astype(np.uint32)
-    dist = rng.integers(-3, 40, 1000).astype(np.int32)
-    want = np.full(n_reads, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(want, rs.astype(np.int64) >> 1, dist.astype(np.int64))
-    assert np.array_equal(best_hit_distance(n_reads, rs, dist), want)
-    assert np.array_equal(best_hit_distance(n_reads, rs[:0], dist[:0]), np.full(n_reads, np.iinfo(np.int64).max))
-    with pytest.raises(IndexError):
-        best_hit_distance(n_reads, np.array([2 * n_reads], np.uint32), np.array([0], np.int32))
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_weak_reads_and_flags_match_numpy(seed):
     """The fused flags of the local-mode step equal the NumPy formulation they replaced."""
     rng = np.random.default_rng(seed)
     n_reads = int(rng.integers(1, 300))
     n = int(rng.integers(0, 4 * n_reads))
-    rs = np.sort(rng.integers(0, 2 * n_reads, n)).astype(np.uint32)
-    dist = rng.integers(0, 40, n).astype(np.int32)
+    rs = rng.integers(0, 2 * n_reads, n).astype(np.uint32)  # in any order
+    if seed % 2:
+        rs = np.sort(rs)
+    dist = rng.integers(-3, 40, n).astype(np.int32)
     lengths = rng.integers(0, 160, n_reads).astype(np.int64)
     table = (np.arange(161) // 5).astype(np.uint32)
     weak, has_hit, kept = weak_reads_and_flags(n_reads, rs, dist, lengths, table)
@@ -83,5 +71,7 @@ def test_weak_reads_and_flags_match_numpy(seed):
     assert np.array_equal(kept, ~want_weak[rs.astype(np.int64) >> 1])
     if n >= 100:
         assert want_weak.any() and not want_weak.all()  # both kinds occur
+    weak, has_hit, kept = weak_reads_and_flags(n_reads, rs[:0], dist[:0], lengths, table)  # no hits at all
+    assert not weak.any() and not has_hit.any() and len(kept) == 0
     with pytest.raises(IndexError):
         weak_reads_and_flags(1, np.array([2], np.uint32), np.array([0], np.int32), np.array([10]), table)
