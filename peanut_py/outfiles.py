@@ -14,13 +14,13 @@ import secrets
 
 
 def temporary_beside(path):
-    """``(temporary path, open write-only fd)`` of a new hidden file beside ``path``; OSError if it cannot be
-    created."""
+    """``(temporary path, open fd)`` of a new hidden file beside ``path``; OSError if it cannot be created.
+    Opened for reading too: a shared mapping of it needs that (range_writes.py)."""
     directory, base = os.path.split(os.path.abspath(path))
     while True:
         tmp = os.path.join(directory, f".{base}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
         try:
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            return tmp, os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
             continue
 

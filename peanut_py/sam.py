@@ -23,6 +23,7 @@ from ._version import __version__
 from .bgzf import BgzfWriter, bam_header, compression_threads
 from .errors import PeanutError
 from .outfiles import temporary_beside
+from .range_writes import RangeWriter
 
 # --- header ---------------------------------------------------------------------------------------------------
 
@@ -293,18 +294,33 @@ class _SamFileWriter(_AtomicFileWriter):
     def __init__(self, path, header):
         super().__init__(path)
         self._file = os.fdopen(self._fd, "wb", buffering=1 << 20)
+        self._ranges = None  # the RangeWriter of the records, from the first block after the header
+        self._end = None  # where its next block goes
+        self._sam = False
         self.write(header)
         self._sam = bool(header)  # a BAM writer's inner byte writer gets b""
 
     def write(self, text):
+        data = text if isinstance(text, bytes) else text.encode()
         try:
-            self._file.write(text if isinstance(text, bytes) else text.encode())
+            if self._sam and self._ranges is None:
+                # the records' blocks are written by a thread of their own (range_writes.py), so that the
+                # thread that hands them over in input order does not wait for each write; one writer of a
+                # file writes fastest with pwrite
+                self._file.flush()
+                self._end = self._file.tell()
+                self._ranges = RangeWriter(self._file.fileno(), threads=1, mapped=False)
+            if self._ranges is not None:
+                self._ranges.write(self._end, data)
+                self._end += len(data)
+            else:
+                self._file.write(data)
         except OSError as e:
             self.abort()
             raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
 
     def direct_target(self):
-        if not self._sam:
+        if not self._sam or self._ranges is not None:
             return None
         self._file.flush()
         return self.temp_path, self._file.tell()
@@ -313,8 +329,13 @@ class _SamFileWriter(_AtomicFileWriter):
         self._file.seek(end)
 
     def _close_file(self):
-        if not self._file.closed:
-            self._file.close()
+        try:
+            if self._ranges is not None:
+                ranges, self._ranges = self._ranges, None
+                ranges.close()
+        finally:
+            if not self._file.closed:
+                self._file.close()
 
 
 class _BamWriter(_Writer):

@@ -31,6 +31,7 @@ from .input_ranges import Assignment, can_cut, cut
 from .options import check
 from .pipeline import Progress
 from .post_processes import die_with_parent, worker_processes
+from .range_writes import RangeWriter
 
 # messages from a mapping process, each a pickled tuple whose first item is one of these
 _LOG, _BATCH_SIZE, _DATA, _PLACE, _END, _DONE, _ERROR = "log", "batch_size", "data", "place", "end", "done", "error"
@@ -55,6 +56,8 @@ class ShardLink:
         self._assignments = assignments  # the pipe of this process's byte ranges (None: every n-th batch)
         self._lock = threading.Lock()  # log lines come from several threads
         self._fd = None  # the output, where this process writes its records itself
+        self._writer = None  # its RangeWriter
+        self._output_name = None  # the output as the user named it, for errors
 
     def _send(self, message, data=None):
         with self._lock:
@@ -69,11 +72,13 @@ class ShardLink:
         """This process's largest batch in, the run's (the smallest of all processes') out; the output file
         comes with it where this process may write into it itself (sam._Writer.direct_target)."""
         self._send((_BATCH_SIZE, batch_size))
-        batch_size, target = self.conn.recv()
+        batch_size, target, self._output_name = self.conn.recv()
         if target is not None:
             path = target[0]
             # the output file (its temporary name), or the standard output this process shares
-            self._fd = os.open(path, os.O_WRONLY) if path is not None else sys.stdout.fileno()
+            # read-write: a shared mapping of the file needs it (range_writes.py)
+            self._fd = os.open(path, os.O_RDWR) if path is not None else sys.stdout.fileno()
+            self._writer = RangeWriter(self._fd)
         return batch_size
 
     def batches(self, part, batch_size):
@@ -98,16 +103,26 @@ class ShardLink:
         if isinstance(data, BatchEnd):
             self._send((_END, data.n))
         elif data and self._fd is not None:
+            # the offset comes at once; the copy is left to the writer threads, so that the writing process can
+            # hand the next batch's offsets to the next process while this one still copies
             self._send((_PLACE, len(data)))
             offset = self.conn.recv()
-            view = memoryview(data)
-            while view:
-                written = os.pwrite(self._fd, view, offset)
-                view, offset = view[written:], offset + written
+            try:
+                self._writer.write(offset, data)
+            except OSError as e:
+                raise self._write_error(e) from None
         elif data:
             self._send((_DATA, len(data)), data)
 
+    def _write_error(self, e):
+        return PeanutError(f"{self._output_name}: cannot write: {e.strerror or e}")
+
     def finish(self, tally):
+        if self._writer is not None:
+            try:
+                self._writer.close()  # every record is in the file before the writing process hears of the end
+            except OSError as e:
+                raise self._write_error(e) from None
         self._send((_DONE, dict(tally, done=time.time() - self.started_at)))
 
 
@@ -436,7 +451,7 @@ def _receive(children, out, log, cutter=None):
             break
     target = out.direct_target()
     for child in children:
-        child.conn.send((min(sizes), target))
+        child.conn.send((min(sizes), target, out.path))
     if cutter is not None:
         cutter.begin(children, min(sizes))
     progress = Progress(log)

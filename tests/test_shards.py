@@ -417,3 +417,34 @@ def test_of_two_bad_records_the_first_is_reported_as_with_one_process(cli, tmp_p
         assert rc == 1 and "Traceback" not in err and not out.exists(), err
         lines.append([x for x in err.splitlines() if x.startswith("peanut: error")])
     assert lines[0] == lines[1] and len(lines[0]) == 1 and "record 400" in lines[0][0], lines
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_full_disk_while_the_records_are_written_is_one_line(tmp_path, example_index, single_run, processes):
+    """The disk fills while the records are written, by the run itself or by its mapping processes (every
+    process's range_writes.reserve and write_at fail with ENOSPC, made so by a sitecustomize module on the
+    path): one error line naming the output, exit 1, neither the output nor a temporary file left."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(
+        "import errno, os\n"
+        "import peanut_py.range_writes as rw\n"
+        "def _full(*args):\n"
+        "    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
+        "rw.reserve = rw.write_at = _full\n")
+    out = tmp_path / "out" / "out.sam"
+    out.parent.mkdir()
+    run = subprocess.run([sys.executable, "-m", "peanut_py", "map", "-t", "2", "--processes", processes,
+                          "--batch-size", "300", str(example_index), str(R1), "-o", str(out)],
+                         env=dict(os.environ, PYTHONPATH=f"{hooks}{os.pathsep}{REPO}"), capture_output=True,
+                         text=True, timeout=600)
+    lines = [x for x in run.stderr.splitlines() if x.startswith("peanut: error")]
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert len(lines) == 1 and "out.sam: cannot write: No space left on device" in lines[0], run.stderr
+    assert list(out.parent.iterdir()) == []
