@@ -9,7 +9,9 @@ The first prints one line: exit status, wall clock, peak RSS and CPU time (``os.
 so run one tool at a time). ``MEASURE_GPU=0`` leaves nvidia-smi out (each call of it takes the driver for a
 while, which slows a GPU program's start on hosts with several GPUs); ``MEASURE_STAMPS=1`` puts the seconds
 since the start before every line of NAME.err and adds a last line with the exit time, which shows where a
-run spends its start-up and its end.  The second prints the fraction of reads placed within 20 bp of the truth and the
+run spends its start-up and its end; ``MEASURE_HOST_CPU=1`` adds the share of the host's cores that were busy
+(user and system time of every process, from /proc/stat), which also counts child processes that are never
+waited for.  The second prints the fraction of reads placed within 20 bp of the truth and the
 wrong reads at MAPQ >= 20 (benchmarks/scoring.py).
 """
 import os
@@ -73,11 +75,26 @@ class GpuMemory:
             self._thread.join()
 
 
+def host_cpu_ticks():
+    """(busy, total) clock ticks of all cores since boot (/proc/stat's first line); None where it is missing."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
 def measure(name, cmd):
+    before = host_cpu_ticks() if os.environ.get("MEASURE_HOST_CPU") == "1" else None
     with open(f"{name}.out", "wb") as out, open(f"{name}.err", "wb") as err, \
             GpuMemory(os.environ.get("MEASURE_GPU") != "0") as gpu:
         rc, wall, rss, cpu = run_measured(cmd, stdout=out, stderr=err, stamps=os.environ.get("MEASURE_STAMPS") == "1")
     line = f"{name:<22} rc={rc} wall={wall:.2f} s peak RSS {rss:,.0f} MB CPU {cpu:.0f} s"
+    after = host_cpu_ticks() if before is not None else None
+    if before is not None and after is not None and after[1] > before[1]:
+        line += f" host cores busy {100 * (after[0] - before[0]) / (after[1] - before[1]):.0f} %"
     return line + (f" GPU peak {gpu.peak:,} MiB" if gpu.peak is not None else "")
 
 

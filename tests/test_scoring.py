@@ -293,3 +293,37 @@ def test_measure_script_reports_the_process_and_the_gpu_memory(tmp_path, monkeyp
     line = subprocess.run([sys.executable, script, "--score", truth, mapped], capture_output=True, text=True,
                           check=True).stdout
     assert "2 of 4 correct (50.000 %)" in line and "wrong at MAPQ >= 20: 1" in line
+
+
+def test_measure_script_reports_the_hosts_busy_cores(tmp_path):
+    """MEASURE_HOST_CPU=1: the share of all cores busy while the command ran, from /proc/stat (children that
+    are never waited for count too); a process that spins on every core shows most of them busy."""
+    import subprocess
+
+    script = os.path.join(ROOT, "benchmarks", "measure.py")
+    spin = ("import multiprocessing as m, os, time\n"
+            "def f():\n    t = time.time()\n    while time.time() - t < 0.6: pass\n"
+            "if __name__ == '__main__':\n"
+            "    ps = [m.Process(target=f) for _ in range(os.cpu_count())]\n"
+            "    [p.start() for p in ps]; [p.join() for p in ps]\n")
+    env = dict(os.environ, MEASURE_HOST_CPU="1", MEASURE_GPU="0")
+    busy = subprocess.run([sys.executable, script, "spin", sys.executable, "-c", spin], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=True).stdout
+    share = int(busy.split("host cores busy ")[1].split(" %")[0])
+    assert 50 <= share <= 100, busy
+    line = subprocess.run([sys.executable, script, "idle", sys.executable, "-c", "pass"], cwd=tmp_path,
+                          env=dict(env, MEASURE_HOST_CPU="0"), capture_output=True, text=True, check=True).stdout
+    assert "host cores" not in line
+
+
+def test_write_rate_script_fills_and_removes_its_file(tmp_path):
+    """benchmarks/write_rate.py: one line per writer count with both ways' rates; the file is gone after."""
+    import subprocess
+
+    script = os.path.join(ROOT, "benchmarks", "write_rate.py")
+    out = subprocess.run([sys.executable, script, str(tmp_path), "--gb", "0.02", "--writers", "1,3",
+                          "--chunk-mb", "1"], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(out) == 2 and "1 writer(s)" in out[0] and "3 writer(s)" in out[1]
+    for line in out:
+        assert float(line.split("pwrite ")[1].split()[0]) > 0 and float(line.split("mmap ")[1].split()[0]) > 0
+    assert os.listdir(tmp_path) == []
