@@ -7,7 +7,7 @@
 # limit); SAM bodies are compared by md5 within a set.
 # On the host, in the repository root, with .device and .bench_data carried:
 #   bash benchmarks/gpu_scaling.sh                 # everything (more than one 10-minute call: choose PARTS)
-#   PARTS="chr20" bash benchmarks/gpu_scaling.sh   # chr20 only (PARTS: any of chr20 all writes se big human peers)
+#   PARTS="chr20" bash benchmarks/gpu_scaling.sh   # chr20 only (PARTS: any of open chr20 all writes se big human peers)
 #   OLD_SRC=DIR bash benchmarks/gpu_scaling.sh     # also an earlier version (its source in DIR), beside this one
 set -u
 OLD=
@@ -52,6 +52,13 @@ run() {
   grep -h "mapping processes\|reads/s\|stage seconds\|\] exit" $name.err | grep -v "reads done" | cut -c1-240 | tee -a $LOG
   say "md5 $set $name $(grep -v '^@PG' $W/$set.sam | md5sum | cut -c1-16)"; rm -f $W/$set.sam
 }
+if has open; then  # each process opening every GPU against only its own (CUDA_VISIBLE_DEVICES), twice each
+  for rep in 1 2; do
+    for how in "" --visible; do
+      say "device_open_time $how: $(python3 $R/benchmarks/device_open_time.py $how | tr '\n' ' ' | cut -c1-900)"
+    done
+  done
+fi
 if has chr20; then
   # where the writing process's start goes (imports), once
   env PYTHONPATH=/tmp/new:/tmp/site python3 -X importtime -m peanut_py map -t $T --device 0 chr20.h5 s1.fq s2.fq \

@@ -327,3 +327,19 @@ def test_write_rate_script_fills_and_removes_its_file(tmp_path):
     for line in out:
         assert float(line.split("pwrite ")[1].split()[0]) > 0 and float(line.split("mmap ")[1].split()[0]) > 0
     assert os.listdir(tmp_path) == []
+
+
+def test_device_open_time_script_reports_each_process(tmp_path):
+    """benchmarks/device_open_time.py: one JSON line per process, its device and the seconds to list the
+    platforms and to have a queue (listing before the queue), on the default OpenCL device."""
+    import json
+    import subprocess
+
+    script = os.path.join(ROOT, "benchmarks", "device_open_time.py")
+    out = subprocess.run([sys.executable, script, "--processes", "2"], capture_output=True, text=True,
+                         check=True, timeout=300).stdout.splitlines()
+    rows = [json.loads(line) for line in out]
+    assert [r["process"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["devices"] >= 1 and r["name"]
+        assert 0 < r["import_s"] <= r["listed_s"] <= r["queue_s"]

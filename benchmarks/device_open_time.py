@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""How long processes take to open their OpenCL device when several start at once (docs/gpu.md, "Where
+several GPUs stop scaling": the mapping processes' first batch waits for it):
+
+    python3 benchmarks/device_open_time.py [--processes N] [--visible]
+
+Starts N processes at once (default: one per GPU, else one); process i imports PyOpenCL, lists the platforms,
+takes device i (mod the devices found) and makes a context and a queue on it, and reports the seconds from its
+start to the listing and to the queue. ``--visible`` sets CUDA_VISIBLE_DEVICES=i in process i, so that NVIDIA's
+driver starts only that GPU there, and prints the device's PCI bus id (NVIDIA's cl_nv_device_attribute_query)
+as a check that CUDA's numbering and OpenCL's agree; other vendors' platforms ignore the variable.
+"""
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+
+CL_DEVICE_PCI_BUS_ID_NV = 0x4008
+
+
+def _open(i, visible, queue):
+    t0 = time.perf_counter()
+    if visible:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(i)
+    import pyopencl as cl
+
+    t_import = time.perf_counter() - t0
+    devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    t_list = time.perf_counter() - t0
+    device = devices[0 if visible else i % len(devices)]
+    context = cl.Context([device])
+    cl.CommandQueue(context).finish()
+    t_queue = time.perf_counter() - t0
+    bus = None
+    if "cl_nv_device_attribute_query" in device.extensions:
+        try:
+            bus = device.get_info(CL_DEVICE_PCI_BUS_ID_NV)
+        except cl.Error:
+            pass
+    queue.put(dict(process=i, devices=len(devices), name=device.name, pci_bus=bus, import_s=round(t_import, 3),
+                   listed_s=round(t_list, 3), queue_s=round(t_queue, 3)))
+
+
+def gpu_count():
+    import pyopencl as cl
+
+    return sum(len(p.get_devices(cl.device_type.GPU)) for p in cl.get_platforms())
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--processes", type=int)
+    p.add_argument("--visible", action="store_true", help="CUDA_VISIBLE_DEVICES=i in process i")
+    args = p.parse_args(argv)
+    n = args.processes
+    if n is None:
+        # counted in a process of its own: this one must not hold the GPUs open while the others start
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(1) as pool:
+            n = max(1, pool.apply(gpu_count))
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    procs = [context.Process(target=_open, args=(i, args.visible, results)) for i in range(n)]
+    for proc in procs:
+        proc.start()
+    rows = sorted((results.get(timeout=300) for _ in procs), key=lambda r: r["process"])
+    for proc in procs:
+        proc.join()
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    return 0 if all(proc.exitcode == 0 for proc in procs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
