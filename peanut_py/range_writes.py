@@ -1,15 +1,14 @@
 """Blocks of records written into one output file at given offsets, on threads of their own.
 
 Several mapping processes fill one SAM file at the offsets the writing process hands out in input order
-(shards.py). Two things kept them from writing at once: each waited for its own write to end before it asked
-for the next offset, and ``pwrite`` into one file holds that file's inode lock for the whole copy on Linux's
-local file systems, so writers of one file take turns however many there are (about 2.5 GB/s into memory-backed
-files on the GPU hosts of docs/gpu.md, whether one process writes or sixteen). Here a block is queued and
-written by a writer thread, and where the file system is one whose reserved blocks cannot run out under a
-shared mapping (tmpfs, ext4, xfs), a block's range is first reserved with ``fallocate`` (a full disk is an
-error there, not a SIGBUS) and then copied through a shared mapping of the range, which takes no inode lock.
-Elsewhere, and where a mapping cannot be made (standard output opened write-only, say), blocks are written
-with ``pwrite``.
+(shards.py). Two things would make them take turns: a process that waits for its own write to end before it
+asks for the next offset, and ``pwrite``, which on Linux's local file systems holds the file's inode lock for
+the whole copy, so that writers of one file copy one at a time however many there are (docs/gpu.md, "Where
+several GPUs stop scaling"). So a block is queued and written by a writer thread, and where the file system
+is one whose reserved blocks cannot run out under a shared mapping (tmpfs, ext4, xfs), a block's range is
+first reserved with ``fallocate`` (a full disk is an error there, not a SIGBUS) and then copied through a
+shared mapping of the range, which takes no inode lock. Elsewhere, and where a mapping cannot be made
+(standard output opened write-only, say), blocks are written with ``pwrite``.
 """
 import ctypes
 import ctypes.util
@@ -27,6 +26,7 @@ MAPPED_FILE_SYSTEMS = frozenset({"tmpfs", "ext4", "xfs"})
 # writer threads of one RangeWriter: copies into a shared mapping of one file scale with the writers
 # (benchmarks/write_rate.py); two keep a run's copies apart from its postprocessing threads' work
 WRITER_THREADS = 2
+# madvise's MADV_POPULATE_WRITE (Linux 5.14): a mapping's write faults taken in one call; older Pythons lack the name
 POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if os.uname().sysname == "Linux" else None)
 QUEUED_BLOCKS = 4  # per writer thread: blocks handed over and not yet written (bounds the memory they hold)
 
