@@ -55,12 +55,11 @@ def main(argv=None):
     p.add_argument("--visible", action="store_true", help="CUDA_VISIBLE_DEVICES=i in process i")
     args = p.parse_args(argv)
     n = args.processes
+    context = multiprocessing.get_context("spawn")
     if n is None:
         # counted in a process of its own: this one must not hold the GPUs open while the others start
-        context = multiprocessing.get_context("spawn")
         with context.Pool(1) as pool:
             n = max(1, pool.apply(gpu_count))
-    context = multiprocessing.get_context("spawn")
     results = context.Queue()
     procs = [context.Process(target=_open, args=(i, args.visible, results)) for i in range(n)]
     for proc in procs:

@@ -11,8 +11,8 @@ shared mapping of the range, which takes no inode lock. Elsewhere, and where a m
 (standard output opened write-only, say), blocks are written with ``pwrite``.
 """
 import ctypes
-import ctypes.util
 import errno
+import functools
 import mmap
 import os
 import queue
@@ -49,9 +49,12 @@ def file_system_type(fd):
     return found
 
 
-def _libc_fallocate():
+@functools.cache
+def _fallocate():
+    """libc's fallocate, looked up at the first use (not at import: every `peanut` command imports this
+    module), from the process's own symbols (no search for the library); None where it is missing."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
         function = libc.fallocate64 if hasattr(libc, "fallocate64") else libc.fallocate
     except (OSError, AttributeError):
         return None
@@ -60,16 +63,14 @@ def _libc_fallocate():
     return function
 
 
-_FALLOCATE = _libc_fallocate()
-
-
 def reserve(fd, offset, length):
     """Reserve ``length`` bytes of ``fd`` at ``offset`` (the file grows to cover them): True, or False where the
     file system cannot (glibc's posix_fallocate would emulate it by writing, which is not wanted here);
     OSError for a full disk and the like."""
-    if _FALLOCATE is None:
+    fallocate = _fallocate()
+    if fallocate is None:
         return False
-    if _FALLOCATE(fd, 0, offset, length) == 0:
+    if fallocate(fd, 0, offset, length) == 0:
         return True
     err = ctypes.get_errno()
     if err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.ENODEV):
@@ -109,7 +110,7 @@ class RangeWriter:
 
     def __init__(self, fd, threads=WRITER_THREADS, mapped=True):
         self.fd = fd
-        self.mapped = mapped and _FALLOCATE is not None and file_system_type(fd) in MAPPED_FILE_SYSTEMS
+        self.mapped = mapped and _fallocate() is not None and file_system_type(fd) in MAPPED_FILE_SYSTEMS
         self._queue = queue.Queue(QUEUED_BLOCKS * threads)
         self._error = None
         self._threads = [threading.Thread(target=self._run, name=f"range-writer-{i + 1}", daemon=True)

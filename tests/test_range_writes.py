@@ -63,7 +63,7 @@ def test_blocks_in_any_order_land_at_their_offsets(tmp_path, threads, mapped):
         with open(path, "wb") as f:
             f.write(header)
         try:
-            mappable = _file_system(path) in range_writes.MAPPED_FILE_SYSTEMS and range_writes._FALLOCATE
+            mappable = _file_system(path) in range_writes.MAPPED_FILE_SYSTEMS and range_writes._fallocate()
             assert _fill(path, blocks, threads, mapped=mapped) is bool(mapped and mappable)
             with open(path, "rb") as f:
                 assert f.read() == _expected(blocks, header)
