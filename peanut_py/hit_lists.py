@@ -1,7 +1,7 @@
 """Lists of hits ``(rs, ref_start, ref_end, dist)`` on the host, as the device stage and mate rescue pass them
-on: merging new hits into validated ones, and the clipped search's flags from each read's best distance. The work runs in _hit_lists.pyx
-without the interpreter lock, since the device thread does it between kernels while the postprocessing
-threads want the lock."""
+on: merging new hits into validated ones, and the clipped search's flags from each read's best distance. The
+work runs in _hit_lists.pyx without the interpreter lock, since the device thread does it between kernels
+while the postprocessing threads want the lock."""
 import numpy as np
 
 from ._hit_lists import is_sorted, merge_sorted, weak_read_flags
