@@ -2,13 +2,14 @@
 """How long processes take to open their OpenCL device when several start at once (docs/gpu.md, "Where
 several GPUs stop scaling": the mapping processes' first batch waits for it):
 
-    python3 benchmarks/device_open_time.py [--processes N] [--visible]
+    python3 benchmarks/device_open_time.py [--processes N] [--visible] [--parent-open]
 
 Starts N processes at once (default: one per GPU, else one); process i imports PyOpenCL, lists the platforms,
 takes device i (mod the devices found) and makes a context and a queue on it, and reports the seconds from its
-start to the listing and to the queue. ``--visible`` sets CUDA_VISIBLE_DEVICES=i in process i, so that NVIDIA's
-driver starts only that GPU there, and prints the device's PCI bus id (NVIDIA's cl_nv_device_attribute_query)
-as a check that CUDA's numbering and OpenCL's agree; other vendors' platforms ignore the variable.
+start to the listing and to the queue, and the device's PCI id. ``--visible`` gives process i
+CUDA_DEVICE_ORDER=PCI_BUS_ID and CUDA_VISIBLE_DEVICES=i, so that NVIDIA's driver sets up only that GPU there
+(the PCI ids show that CUDA's numbering and OpenCL's agree); other vendors' platforms ignore the variables. ``--parent-open``: this process lists the platforms first and keeps them open
+while the others start, as the writing process of ``peanut map`` does when it looks up the device type.
 """
 import argparse
 import json
@@ -17,13 +18,27 @@ import os
 import sys
 import time
 
-CL_DEVICE_PCI_BUS_ID_NV = 0x4008
+
+def pci_id(device):
+    """"domain:bus:slot" (hex) of an NVIDIA GPU as cl_nv_device_attribute_query gives them, else None. The
+    slot is printed as the driver returns it: on the H200 hosts measured it is the PCI device number that
+    nvidia-smi shows, not clinfo's device << 3 | function."""
+    import pyopencl as cl
+
+    if "cl_nv_device_attribute_query" not in device.extensions:
+        return None
+    try:
+        bus, slot = (device.get_info(getattr(cl.device_info, f"PCI_{x}_ID_NV")) for x in ("BUS", "SLOT"))
+        domain = device.get_info(cl.device_info.PCI_DOMAIN_ID_NV)
+    except cl.Error:
+        return None
+    return f"{domain:04x}:{bus:02x}:{slot:02x}"
 
 
 def _open(i, visible, queue):
     t0 = time.perf_counter()
     if visible:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(i)
+        os.environ.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(i))
     import pyopencl as cl
 
     t_import = time.perf_counter() - t0
@@ -33,14 +48,8 @@ def _open(i, visible, queue):
     context = cl.Context([device])
     cl.CommandQueue(context).finish()
     t_queue = time.perf_counter() - t0
-    bus = None
-    if "cl_nv_device_attribute_query" in device.extensions:
-        try:
-            bus = device.get_info(CL_DEVICE_PCI_BUS_ID_NV)
-        except cl.Error:
-            pass
-    queue.put(dict(process=i, devices=len(devices), name=device.name, pci_bus=bus, import_s=round(t_import, 3),
-                   listed_s=round(t_list, 3), queue_s=round(t_queue, 3)))
+    queue.put(dict(process=i, devices=len(devices), name=device.name, pci=pci_id(device),
+                   import_s=round(t_import, 3), listed_s=round(t_list, 3), queue_s=round(t_queue, 3)))
 
 
 def gpu_count():
@@ -53,6 +62,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--processes", type=int)
     p.add_argument("--visible", action="store_true", help="CUDA_VISIBLE_DEVICES=i in process i")
+    p.add_argument("--parent-open", action="store_true", help="this process holds the platforms open meanwhile")
     args = p.parse_args(argv)
     n = args.processes
     context = multiprocessing.get_context("spawn")
@@ -60,6 +70,13 @@ def main(argv=None):
         # counted in a process of its own: this one must not hold the GPUs open while the others start
         with context.Pool(1) as pool:
             n = max(1, pool.apply(gpu_count))
+    held = None
+    if args.parent_open:
+        t0 = time.perf_counter()
+        import pyopencl as cl
+
+        held = [d for q in cl.get_platforms() for d in q.get_devices()]
+        print(json.dumps(dict(parent_listed_s=round(time.perf_counter() - t0, 3), devices=len(held))), flush=True)
     results = context.Queue()
     procs = [context.Process(target=_open, args=(i, args.visible, results)) for i in range(n)]
     for proc in procs:

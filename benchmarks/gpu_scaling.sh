@@ -7,7 +7,8 @@
 # limit); SAM bodies are compared by md5 within a set.
 # On the host, in the repository root, with .device and .bench_data carried:
 #   bash benchmarks/gpu_scaling.sh                 # everything (more than one 10-minute call: choose PARTS)
-#   PARTS="chr20" bash benchmarks/gpu_scaling.sh   # chr20 only (PARTS: any of open chr20 all writes se big human peers)
+#   PARTS="chr20" bash benchmarks/gpu_scaling.sh   # chr20 only (PARTS: any of open chr20 all writes se big human
+#                                                  # humanprep peers)
 #   OLD_SRC=DIR bash benchmarks/gpu_scaling.sh     # also an earlier version (its source in DIR), beside this one
 set -u
 OLD=
@@ -30,21 +31,30 @@ ALLG=$(python3 -c "print(','.join(map(str, range($NG))))")
 say "work folder $W: $(df -h --output=size,avail $W | tail -1)"
 say "host: $T cores, $NG GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)); $(git -C $R log -1 --format=%h 2>/dev/null)"
 HS=$W/hs; mkdir -p $HS
-if has human; then  # the 3.1 Gbp genome and its index, detached: the chr20 runs wait for it (no run beside a build)
-  ( cd $HS && setsid nohup env PYTHONPATH=/tmp/new:/tmp/site python3 $R/benchmarks/human_scale.py prepare --work $HS \
-      --chr20 $R/.bench_data/human/GRCh37_chr20.fa.gz --reads 1000 --index-threads 32 --mason-threads 1 \
-      > $HS/prepare.out 2>&1 < /dev/null & )
-fi
-has peers && minibwa_index 16
-peanut_index
-simulate_pairs 5000000 24
-has se && simulate_single 10000000 16
+# the 3.1 Gbp genome and its index, detached: the runs wait for it (no run beside a build); PARTS=humanprep
+# starts it after the other parts, for a next call on the same machine (PARTS=human) to collect
+start_human_prep() {
+  [ -e $HS/prepare.json ] || pgrep -f "human_scale.py prepare" > /dev/null && return
+  # every descriptor beyond the standard three closed, so that no pipe of the caller waits for the build
+  ( for fd in $(ls /proc/$BASHPID/fd); do [ $fd -gt 2 ] && eval "exec $fd>&-"; done 2> /dev/null
+    cd $HS && setsid nohup env PYTHONPATH=/tmp/new:/tmp/site python3 $R/benchmarks/human_scale.py prepare --work $HS \
+      --chr20 $R/.bench_data/human/GRCh37_chr20.fa.gz --reads 1000 --index-threads $(( T > 40 ? T - 8 : T )) \
+      --mason-threads 1 > $HS/prepare.out 2>&1 < /dev/null & )
+  say "3.1 Gbp genome's preparation started at $(( $(date +%s) - T0 )) s"
+}
+has human && start_human_prep
+# a machine kept from an earlier call keeps its inputs
+has peers && [ ! -e mb/chr20.fa.bwt ] && minibwa_index 16
+[ -e chr20.h5 ] || peanut_index
+[ -e r2.fq ] || simulate_pairs 5000000 24
+has se && [ ! -e se.fq ] && simulate_single 10000000 16
 wait; say "chr20 prepared after $(( $(date +%s) - T0 )) s"
 while has human && [ ! -e $HS/prepare.json ] && pgrep -f "human_scale.py prepare" > /dev/null \
-  && [ $(( $(date +%s) - T0 )) -lt 400 ]; do sleep 2; done
+  && [ $(( $(date +%s) - T0 )) -lt ${HUMAN_WAIT:-400} ]; do sleep 2; done
 has human && say "3.1 Gbp genome prepared after $(( $(date +%s) - T0 )) s: $(tr -d '\n ' < $HS/prepare.json 2>/dev/null | cut -c1-300)"
 head -400000 r1.fq > s1.fq; head -400000 r2.fq > s2.fq
 $NEW map -t $T --device $ALLG chr20.h5 s1.fq s2.fq > /dev/null 2> warm.err; say "warm-up rc $? (kernels compiled and cached)"
+[ -n "$OLD" ] && { $OLD map -t $T --device $ALLG chr20.h5 s1.fq s2.fq > /dev/null 2> warm_old.err; say "old warm-up rc $?"; }
 # run NAME SET CMD...: measured, the run's own summary lines shown, SAM body md5 kept
 run() {
   local name=$1 set=$2; shift 2
@@ -54,8 +64,9 @@ run() {
 }
 if has open; then  # each process opening every GPU against only its own (CUDA_VISIBLE_DEVICES), twice each
   for rep in 1 2; do
-    for how in "" --visible; do
-      say "device_open_time $how: $(python3 $R/benchmarks/device_open_time.py $how | tr '\n' ' ' | cut -c1-900)"
+    for how in "" --visible --parent-open "--visible --parent-open"; do
+      say "device_open_time $how: $(env PYTHONPATH=/tmp/new:/tmp/site python3 $R/benchmarks/device_open_time.py $how \
+        | tr '\n' ' ' | cut -c1-1000)"
     done
   done
 fi
@@ -65,13 +76,15 @@ if has chr20; then
     > /dev/null 2> imp.err
   say "imports of one run (cumulative us, largest): $(grep 'import time' imp.err | sort -t'|' -k2 -n -r | head -6 | tr -s ' ' | tr '\n' ';' | cut -c1-400)"
   run pe_1g_c16 pe taskset -c 0-15 $NEW map -t 16 --device 0 chr20.h5 r1.fq r2.fq
-  [ -n "$OLD" ] && run pe_1g_c16_old pe taskset -c 0-15 $OLD map -t 16 --device 0 chr20.h5 r1.fq r2.fq
   run pe_1g pe $NEW map -t $T --device 0 chr20.h5 r1.fq r2.fq
+  [ -n "$OLD" ] && run pe_1g_old pe $OLD map -t $T --device 0 chr20.h5 r1.fq r2.fq
   run pe_2g pe $NEW map -t $T --device 0,1 chr20.h5 r1.fq r2.fq
+  [ -n "$OLD" ] && run pe_2g_old pe $OLD map -t $T --device 0,1 chr20.h5 r1.fq r2.fq
   run pe_allg pe $NEW map -t $T --device $ALLG chr20.h5 r1.fq r2.fq
   [ -n "$OLD" ] && run pe_allg_old pe $OLD map -t $T --device $ALLG chr20.h5 r1.fq r2.fq
   has all && run pe_all pe $NEW map -t $T --device all chr20.h5 r1.fq r2.fq
   run pe_allg_b pe $NEW map -t $T --device $ALLG chr20.h5 r1.fq r2.fq
+  [ -n "$OLD" ] && run pe_allg_old_b pe $OLD map -t $T --device $ALLG chr20.h5 r1.fq r2.fq
 fi
 if has writes; then  # is one output file the bound? (benchmarks/write_rate.py; the runs' SAM to /dev/null, BAM)
   python3 $R/benchmarks/write_rate.py $W --gb 4 --writers 1,2,4,8,16 | tee -a $LOG
@@ -104,10 +117,11 @@ if has big; then
 fi
 if has human && [ -e $HS/human_scale.peanut.h5 ]; then
   cat $HS/human_scale.peanut.h5 > /dev/null  # into the page cache, as chr20's index is
-  run h_1g_c16 h taskset -c 0-15 $NEW map -t 16 --device 0 $HS/human_scale.peanut.h5 r1.fq r2.fq
   run h_1g h $NEW map -t $T --device 0 $HS/human_scale.peanut.h5 r1.fq r2.fq
-  run h_2g h $NEW map -t $T --device 0,1 $HS/human_scale.peanut.h5 r1.fq r2.fq
   run h_allg h $NEW map -t $T --device $ALLG $HS/human_scale.peanut.h5 r1.fq r2.fq
+  run h_2g h $NEW map -t $T --device 0,1 $HS/human_scale.peanut.h5 r1.fq r2.fq
+  run h_1g_c16 h taskset -c 0-15 $NEW map -t 16 --device 0 $HS/human_scale.peanut.h5 r1.fq r2.fq
 fi
+has humanprep && start_human_prep
 rm -f *.out
 say "total $(( $(date +%s) - T0 )) s"

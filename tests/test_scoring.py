@@ -336,10 +336,15 @@ def test_device_open_time_script_reports_each_process(tmp_path):
     import subprocess
 
     script = os.path.join(ROOT, "benchmarks", "device_open_time.py")
-    out = subprocess.run([sys.executable, script, "--processes", "2"], capture_output=True, text=True,
-                         check=True, timeout=300).stdout.splitlines()
-    rows = [json.loads(line) for line in out]
-    assert [r["process"] for r in rows] == [0, 1]
-    for r in rows:
-        assert r["devices"] >= 1 and r["name"]
-        assert 0 < r["import_s"] <= r["listed_s"] <= r["queue_s"]
+    for how in ([], ["--parent-open", "--visible"]):
+        out = subprocess.run([sys.executable, script, "--processes", "2", *how], capture_output=True, text=True,
+                             check=True, timeout=300).stdout.splitlines()
+        rows = [json.loads(line) for line in out]
+        if how:  # first the starting process's own listing
+            parent = rows.pop(0)
+            assert parent["devices"] >= 1 and parent["parent_listed_s"] > 0
+        assert [r["process"] for r in rows] == [0, 1]
+        for r in rows:
+            assert r["devices"] >= 1 and r["name"]
+            assert r["pci"] is None or r["pci"].count(":") == 2  # None for a CPU device
+            assert 0 < r["import_s"] <= r["listed_s"] <= r["queue_s"]
