@@ -296,6 +296,7 @@ class _SamFileWriter(_AtomicFileWriter):
         self._file = os.fdopen(self._fd, "wb", buffering=1 << 20)
         self._ranges = None  # the RangeWriter of the records, from the first block after the header
         self._end = None  # where its next block goes
+        self._records = False  # whether the records have begun (every block after the header)
         self._sam = False
         self.write(header)
         self._sam = bool(header)  # a BAM writer's inner byte writer gets b""
@@ -303,14 +304,15 @@ class _SamFileWriter(_AtomicFileWriter):
     def write(self, text):
         data = text if isinstance(text, bytes) else text.encode()
         try:
-            if self._sam and self._ranges is None:
+            if self._sam and not self._records:
                 # the records' blocks are written by a thread of their own (range_writes.py), so that the
                 # thread that hands them over in input order does not wait for each write; one writer of a
                 # file writes fastest with pwrite
                 self._file.flush()
                 self._end = self._file.tell()
                 self._ranges = RangeWriter(self._file.fileno(), threads=1, mapped=False)
-            if self._ranges is not None:
+                self._records = True
+            if self._records:
                 self._ranges.write(self._end, data)
                 self._end += len(data)
             else:
@@ -320,7 +322,7 @@ class _SamFileWriter(_AtomicFileWriter):
             raise PeanutError(f"{self.path}: cannot write: {e.strerror or e}") from None
 
     def direct_target(self):
-        if not self._sam or self._ranges is not None:
+        if not self._sam or self._records:
             return None
         self._file.flush()
         return self.temp_path, self._file.tell()
