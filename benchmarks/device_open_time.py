@@ -8,8 +8,9 @@ Starts N processes at once (default: one per GPU, else one); process i imports P
 takes device i (mod the devices found) and makes a context and a queue on it, and reports the seconds from its
 start to the listing and to the queue, and the device's PCI id. ``--visible`` gives process i
 CUDA_DEVICE_ORDER=PCI_BUS_ID and CUDA_VISIBLE_DEVICES=i, so that NVIDIA's driver sets up only that GPU there
-(the PCI ids show that CUDA's numbering and OpenCL's agree); other vendors' platforms ignore the variables. ``--parent-open``: this process lists the platforms first and keeps them open
-while the others start, as the writing process of ``peanut map`` does when it looks up the device type.
+(the PCI ids show that CUDA's numbering and OpenCL's agree); other vendors' platforms ignore the variables.
+``--parent-open``: this process lists the platforms first and keeps them open while the others start, as the
+writing process of ``peanut map`` does when it looks up the device type.
 """
 import argparse
 import json

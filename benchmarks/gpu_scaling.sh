@@ -62,7 +62,7 @@ run() {
   grep -h "mapping processes\|reads/s\|stage seconds\|\] exit" $name.err | grep -v "reads done" | cut -c1-240 | tee -a $LOG
   say "md5 $set $name $(grep -v '^@PG' $W/$set.sam | md5sum | cut -c1-16)"; rm -f $W/$set.sam
 }
-if has open; then  # each process opening every GPU against only its own (CUDA_VISIBLE_DEVICES), twice each
+if has open; then  # every GPU or only its own (CUDA_VISIBLE_DEVICES), with or without the platform held, twice each
   for rep in 1 2; do
     for how in "" --visible --parent-open "--visible --parent-open"; do
       say "device_open_time $how: $(env PYTHONPATH=/tmp/new:/tmp/site python3 $R/benchmarks/device_open_time.py $how \
