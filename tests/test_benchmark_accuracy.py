@@ -140,3 +140,58 @@ def test_made_genome_holds_the_window_and_copies_of_it(tmp_path, monkeypatch):
     assert shared > 100
     args2 = accuracy.parse_args(["--data", str(tmp_path / "data"), "--work", str(tmp_path / "w2")])
     assert open(accuracy.made_genome(args2, "repeats")).read() == open(path).read()
+
+
+def test_quality_ties_prefers_the_copy_whose_mismatches_have_low_qualities(tmp_path):
+    """benchmarks/quality_ties.py on a made-up genome: copies A and B differ at bases 10 and 30; a read from A
+    whose error at base 10 (quality 5) gives it B's base there ties with B (NM 1 each: B's mismatch is base 30,
+    quality 38); the quality choice picks A although B was reported, and a read on two identical copies stays
+    a coin flip."""
+    import random
+
+    import pysam
+
+    from benchmarks import quality_ties
+
+    rng = random.Random(3)
+    unit = "".join(rng.choice("ACGT") for _ in range(40))
+    other = {b: ("A" if b != "A" else "C") for b in "ACGT"}
+    copy_b = unit[:10] + other[unit[10]] + unit[11:30] + other[unit[30]] + unit[31:]
+    spacer = lambda: "".join(rng.choice("ACGT") for _ in range(60))  # noqa: E731
+    genome = spacer() + unit + spacer() + copy_b + spacer() + unit + spacer()
+    a, b, c = 60, 160, 260
+    assert genome[a:a + 40] == unit and genome[b:b + 40] == copy_b and genome[c:c + 40] == unit
+    (tmp_path / "g.fa").write_text(">g\n" + genome + "\n")
+    pysam.faidx(str(tmp_path / "g.fa"))
+    # read 1: copy A with B's base at base 10 (an error of quality 5); read 2: copy A exactly (also copy C)
+    read1 = unit[:10] + copy_b[10] + unit[11:]
+    quals = [38] * 40
+    q1 = quals[:10] + [5] + quals[11:]
+    assert sum(x != y for x, y in zip(read1, unit)) == sum(x != y for x, y in zip(read1, copy_b)) == 1
+    header = {"HD": {"VN": "1.6"}, "SQ": [{"SN": "g", "LN": len(genome)}]}
+
+    def record(f, name, seq, qual, pos, tags):
+        r = pysam.AlignedSegment(f.header)
+        r.query_name, r.query_sequence, r.flag, r.reference_id, r.reference_start = name, seq, 0, 0, pos
+        r.mapping_quality, r.cigarstring, r.query_qualities = 0, "40M", pysam.qualitystring_to_array(
+            "".join(chr(q + 33) for q in qual))
+        for k, v in tags:
+            r.set_tag(k, v)
+        f.write(r)
+
+    with pysam.AlignmentFile(str(tmp_path / "m.sam"), "w", header=header) as f:
+        record(f, "r1", read1, q1, b, [("NM", 1), ("XA", f"g,+{a + 1},40M,1;")])  # B reported, A the alternative
+        record(f, "r2", unit, quals, a, [("NM", 0), ("XA", f"g,+{c + 1},40M,0;")])
+    with pysam.AlignmentFile(str(tmp_path / "t.sam"), "w", header=header) as f:
+        record(f, "r1", read1, q1, a, [])
+        record(f, "r2", unit, quals, c, [])
+    out = quality_ties.score(str(tmp_path / "g.fa"), str(tmp_path / "m.sam"), str(tmp_path / "t.sam"))
+    assert out["tied"] == 2 and out["any_right"] == 2
+    assert out["reported_right"] == 0  # r1 reported at B, r2 at A while it came from C
+    assert out["quality_right"] == 1   # r1: A's mismatch has quality 5, B's 38
+    assert out["tied_with_mismatches"] == 1 and out["mismatches_quality_right"] == 1
+    # r1: posterior 1 / (1 + 10^-3.3) -> MAPQ 33; r2: a coin flip -> MAPQ 3
+    assert out["cutoffs"]["30"] == {"kept": 1, "wrong": 0}
+    assert out["cutoffs"]["3"] == {"kept": 2, "wrong": 1}
+    assert quality_ties.quality_choice([38, 5]) == (1, pytest.approx(1 / (1 + 10 ** -3.3)))
+    assert quality_ties.placed_read("ACGG", [1, 2, 3, 4], True) == ("CCGT", [4, 3, 2, 1])
