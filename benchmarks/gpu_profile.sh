@@ -2,6 +2,7 @@
 # Where one GPU's run spends its time, on issue 20's sets (10 M single-end 100 bp, 5 M pairs 2x150, chr20,
 # -t 16): plain runs, the kernels' device time and the device's busy share (benchmarks/kernel_profile.py),
 # and with SPY_RUNS=1 py-spy samples of every thread (on CPU, and with idle samples) as collapsed stacks in OUT.
+# KP_ARGS adds arguments to kernel_profile.py (--gaps 40: where the device sat idle).
 # OLD_SRC=DIR installs an earlier version too and runs it and this one in turns, twice per set.
 # On the GPU host, in the repository root, with .device (py-spy's wheel in .device/extra), .bench_data and
 # OLD_SRC carried; WDIR=/dev/shm/wprof keeps inputs and outputs in memory.
@@ -32,10 +33,14 @@ for set in se pe; do
       grep "stage seconds" ${set}_$v.err | cut -c1-250
     done
   done
+  # EXTRA_T="4 8": this version again with fewer threads (the device thread's steps with fewer threads beside it)
+  for t in ${EXTRA_T:-}; do
+    $M ${set}_t$t $NEW map -t $t chr20.h5 $IN -o /dev/null | cut -c1-120; grep "stage seconds" ${set}_t$t.err | cut -c1-250
+  done
   for v in new old; do [ -f $set.$v.sam ] && echo "md5 $v $(grep -v '^@PG' $set.$v.sam | md5sum | cut -c1-16)"; done
   rm -f $set.*.sam
-  env PYTHONPATH=/tmp/new:/tmp/site python3 $R/benchmarks/kernel_profile.py chr20.h5 $IN -t 16 --top 40 \
-    > ${set}_kernels.txt 2> ${set}_kernels.err; head -6 ${set}_kernels.txt; cp ${set}_kernels.txt ${OUT:-out}/
+  env PYTHONPATH=/tmp/new:/tmp/site python3 $R/benchmarks/kernel_profile.py chr20.h5 $IN -t 16 --top 40 ${KP_ARGS:-} \
+    > ${set}_kernels.txt 2> ${set}_kernels.err; head -6 ${set}_kernels.txt; grep -A 42 "device idle" ${set}_kernels.txt; cp ${set}_kernels.txt ${OUT:-out}/
   if [ -n "${SPY_RUNS:-}" ]; then
     for idle in "" "--idle"; do
       env PYTHONPATH=/tmp/new:/tmp/site $SPY record -r 250 --threads $idle -f raw -o ${set}_spy${idle}.txt \

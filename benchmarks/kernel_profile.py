@@ -9,6 +9,12 @@ run each event's start and end give its device time. ``busy`` is the union of th
 the device stage's wall during which the device computed or copied something; the rest is the device thread's
 host work and its waits (for the interpreter lock among them). ``blocking`` counts the copies that made the
 calling thread wait and the wall they took.
+
+``--gaps N`` lists where the device sat idle: the commands of each queue in the order the device ran them, and
+before each one the time since the device last finished anything of that queue, summed by the line of
+peanut_py that enqueued the command (the nearest frame outside device.py and scans.py). A gap is the host
+work (and waits for the interpreter lock) between a command's predecessor and its enqueue: the syncs and host
+steps that keep the device waiting.
 """
 import argparse
 import collections
@@ -32,7 +38,7 @@ def recorded():
     import pyopencl as cl
     import pyopencl._cl as _cl
 
-    record = {"events": [], "blocking": collections.Counter(), "blocking_s": collections.Counter()}
+    record = {"events": [], "blocking": collections.Counter(), "blocking_s": collections.Counter(), "sites": []}
     lock = threading.Lock()
     original_queue, launch, copy = cl.CommandQueue, _cl.enqueue_nd_range_kernel, cl.enqueue_copy
 
@@ -45,6 +51,7 @@ def recorded():
         event = launch(queue, kernel, *args)
         with lock:
             record["events"].append((kernel.function_name, event))
+            record["sites"].append((queue.int_ptr, _site()))
         return event
 
     def recorded_copy(queue, dest, src, **kwargs):
@@ -60,6 +67,7 @@ def recorded():
                 record["blocking"][name] += 1
                 record["blocking_s"][name] += time.perf_counter() - t0
             record["events"].append((kind, event))
+            record["sites"].append((queue.int_ptr, _site()))
         return event
 
     cl.CommandQueue, _cl.enqueue_nd_range_kernel, cl.enqueue_copy = ProfilingQueue, recorded_launch, recorded_copy
@@ -67,6 +75,38 @@ def recorded():
         yield record
     finally:
         cl.CommandQueue, _cl.enqueue_nd_range_kernel, cl.enqueue_copy = original_queue, launch, copy
+
+
+def _site():
+    """file:line of the nearest peanut_py frame that is not the device's or the scans' plumbing."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "peanut_py" in name and not name.endswith(("device.py", "scans.py")):
+            return f"{os.path.basename(name)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+def idle_gaps(record):
+    """{site: (gaps, idle seconds)}: per queue, the device's idle time before each command (since it last
+    finished a command of that queue), summed by the site that enqueued the command."""
+    per_queue = collections.defaultdict(list)
+    for (name, event), (queue, site) in zip(record["events"], record["sites"]):
+        try:
+            per_queue[queue].append((event.profile.start, event.profile.end, site))
+        except Exception:  # noqa: BLE001 - no profiling information
+            continue
+    gaps = collections.defaultdict(lambda: [0, 0])
+    for events in per_queue.values():
+        events.sort()
+        last_end = None
+        for start, end, site in events:
+            if last_end is not None and start > last_end:
+                gaps[site][0] += 1
+                gaps[site][1] += start - last_end
+            last_end = end if last_end is None else max(last_end, end)
+    return {site: (n, ns / 1e9) for site, (n, ns) in gaps.items()}
 
 
 def summarize(record):
@@ -122,6 +162,7 @@ def main(argv=None):
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count(), help="-t of the run (default: all cores)")
     ap.add_argument("--batch-size", type=int, default=None, help="--batch-size of the run (default: the device's)")
     ap.add_argument("--top", type=int, default=30, help="kernels and copies listed (default 30)")
+    ap.add_argument("--gaps", type=int, default=0, metavar="N", help="list the N sites with the most idle time")
     a = ap.parse_args(argv)
     out = profile_run(a.index, a.reads, a.mates, a.threads, a.batch_size, log=lambda m: print(m, file=sys.stderr))
     rows, busy, span, record = out["rows"], out["busy"], out["span"], out["record"]
@@ -134,6 +175,12 @@ def main(argv=None):
     print(f"{'kernel or copy':40s} {'launches':>9s} {'seconds':>8s} {'share':>6s}")
     for name, count, seconds in rows[: a.top]:
         print(f"{name[:40]:40s} {count:9,d} {seconds:8.3f} {100 * seconds / max(total, 1e-9):5.1f}%")
+    if a.gaps:
+        gaps = sorted(idle_gaps(record).items(), key=lambda kv: -kv[1][1])
+        print(f"device idle before commands: {sum(v[1] for _, v in gaps):.2f} s in all")
+        print(f"{'enqueued at':40s} {'gaps':>9s} {'seconds':>8s}")
+        for site, (n, seconds) in gaps[: a.gaps]:
+            print(f"{site[:40]:40s} {n:9,d} {seconds:8.3f}")
     return 0
 
 

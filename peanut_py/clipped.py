@@ -76,9 +76,11 @@ def build_programs(device):
     _align_kernel(device)
 
 
-def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ratio=RATIO):
+def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ratio=RATIO, fields=()):
     """Indices (host int64, ascending) of the candidates that the step aligns: ``kernels/clipped.cl`` over
-    the device ``candidates`` (sorted by rs) with ``has_hit`` (host, one flag per read of the buffer)."""
+    the device ``candidates`` (sorted by rs) with ``has_hit`` (host, one flag per read of the buffer).
+    ``fields``: names of candidate arrays (``rs``, ``diag_lo``, ...) whose chosen entries come back too, as
+    host int64 arrays after the indices, in the same download."""
     import pyopencl.array as cla
 
     from .scans import where
@@ -86,7 +88,7 @@ def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ra
     n = int(candidates.n)
     n_reads = len(has_hit)
     if n == 0 or n_reads == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64) if not fields else (np.zeros(0, dtype=np.int64),) * (1 + len(fields))
     queue, pool = device.queue, device.pool
     flags = cla.to_device(queue, np.ascontiguousarray(has_hit, dtype=np.uint8), allocator=pool)
     chosen = device.empty(n, np.uint32)
@@ -97,7 +99,13 @@ def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ra
     count = device.empty(1, np.uint32)
     where(device)(chosen[:n], np.uint32(1), count, np.uint32(0), out, count, size=n, queue=queue)
     m = int(count.get()[0])
-    return out[:m].get().astype(np.int64) if m else np.zeros(0, dtype=np.int64)
+    if not fields:
+        return out[:m].get().astype(np.int64) if m else np.zeros(0, dtype=np.int64)
+    if not m:
+        return (np.zeros(0, dtype=np.int64),) * (1 + len(fields))
+    picked = out[:m]
+    arrays = [picked] + [cla.take(getattr(candidates, name), picked) for name in fields]
+    return tuple(a.astype(np.int64) for a in device.get_all(arrays))
 
 
 def candidate_windows(rs, diag_lo, diag_hi, read_lengths, max_errors, contig_offsets, contig_ends):
@@ -143,15 +151,8 @@ def clipped_hits(device, resident, codes, offsets, found, candidates, search, co
     table = max_errors_table(int(lengths.max()) if n_reads else 0, search.min_identity)
     _, has_hit, kept = weak_reads_and_flags(n_reads, hit_rs, hit_dist, lengths, table)
     empty = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int32))
-    picked = choose_candidates(device, candidates, has_hit, search.max_per_read, search.ratio)
-    if len(picked):
-        import pyopencl.array as cla
-
-        idx = cla.to_device(device.queue, picked.astype(np.uint32), allocator=device.pool)
-        rs, diag_lo, diag_hi = (cla.take(a, idx).get().astype(np.int64)
-                                for a in (candidates.rs, candidates.diag_lo, candidates.diag_hi))
-    else:
-        rs = diag_lo = diag_hi = np.zeros(0, dtype=np.int64)
+    _, rs, diag_lo, diag_hi = choose_candidates(device, candidates, has_hit, search.max_per_read, search.ratio,
+                                                fields=("rs", "diag_lo", "diag_hi"))
     # a weak read's validated hits as candidates of their own: start and end diagonals of the hit
     own = ~kept
     own_rs = hit_rs[own].astype(np.int64)

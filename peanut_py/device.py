@@ -521,6 +521,10 @@ class Device:
         _cl().enqueue_fill_buffer(self.queue, a.data, np.zeros(1, dtype), 0, a.nbytes)
         return a
 
+    def get_all(self, arrays, sizes=None):
+        """Host copies of device ``arrays`` after one wait on the device's main queue: :func:`get_all`."""
+        return get_all(self.queue, arrays, sizes)
+
     def zero_words(self, a):
         """``a`` (a uint32 device array) set to 0 and returned.  A CPU device's fill command runs on one
         thread, so there a kernel spreads the work (and the first touch of fresh pages) over the cores."""
@@ -532,6 +536,26 @@ class Device:
         else:
             _cl().enqueue_fill_buffer(self.queue, a.data, np.zeros(1, np.uint32), 0, a.nbytes)
         return a
+
+
+def get_all(queue, arrays, sizes=None):
+    """Host copies of the device ``arrays`` (pyopencl arrays; the first ``sizes[k]`` elements of each, default
+    all), in that order, through ``queue`` (in order) with one wait: the copies are enqueued without blocking
+    and only the last is waited for, so the device does not sit idle between them while the calling thread
+    takes the interpreter lock back after each."""
+    import numpy as np
+
+    cl = _cl()
+    out, events = [], []  # every event kept until the wait: pyopencl's copy event waits when it is dropped
+    for k, a in enumerate(arrays):
+        n = a.size if sizes is None else int(sizes[k])
+        host = np.empty(n, a.dtype)
+        if n:
+            events.append(cl.enqueue_copy(queue, host, a.base_data, src_offset=a.offset, is_blocking=False))
+        out.append(host)
+    if events:
+        events[-1].wait()
+    return out
 
 
 class StepTimer:

@@ -59,6 +59,11 @@ def check_reference(index, fasta_path, index_path):
 # Reads per batch at most: enough to fill a GPU (filtration streams the reference once per batch), few enough
 # that reading, the device and the postprocessing pool work on consecutive batches at the same time.
 PIPELINE_BATCH = 1 << 18
+# Pairs on a GPU: twice as many reads (as many pairs as PIPELINE_BATCH has reads). A batch of pairs carries
+# more host steps than one of single reads (mate rescue, the pairs' postprocessing), whose share of the run
+# shrinks with larger batches; single-end runs gain nothing from it (docs/gpu.md, "Where the device sits idle,
+# and the batch size for pairs").
+PAIRED_PIPELINE_BATCH = 1 << 19
 # On a CPU device (PoCL) the buffer is host memory, and the first batch pays the kernel's zeroing of every
 # fresh page it touches while later batches reuse the pool's pages; small batches keep that cost to one
 # small batch, while the per-batch fixed work (the kmer list scanned against I, clearing I, the S scan) stays
@@ -127,9 +132,11 @@ def _closing(workers):
             workers.close()
 
 
-def pipeline_batch(device):
-    """The largest batch the pipeline uses on ``device``, before its memory is considered."""
-    return CPU_PIPELINE_BATCH if device.host_memory else PIPELINE_BATCH
+def pipeline_batch(device, paired=False):
+    """The largest batch (reads) the pipeline uses on ``device``, before its memory is considered."""
+    if device.host_memory:
+        return CPU_PIPELINE_BATCH
+    return PAIRED_PIPELINE_BATCH if paired else PIPELINE_BATCH
 
 
 def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), device_spec=None, read_group=None,
@@ -152,6 +159,7 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
         prepare_output(index_path, reads_path, mates, reference, output, output_format, log)
     t_start = time.perf_counter()
     requested, threads = run.threads, postprocess_threads(run.threads)
+    paired = mates is not None or interleaved
     index = open_index(index_path)
     if reference is not None:
         check_reference(index, reference, index_path)
@@ -174,7 +182,7 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
         if batch_size is None:
             # one size for every device (the reader makes the batches): the smallest device's
             batch_size = min(reads_per_buffer(d, 150, q=index.q, reserved_bytes=r.device_bytes,
-                                              max_reads=pipeline_batch(d)) for d, r in zip(devices, residents))
+                                              max_reads=pipeline_batch(d, paired)) for d, r in zip(devices, residents))
         if shard is not None:
             # every mapping process must cut the input into the same batches: the smallest one's
             batch_size = shard.agree_batch_size(batch_size)
@@ -198,7 +206,6 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
             log(f"note: {index_path} was built before indexes listed their masked q-grams, so --mode {opts.mode} "
                 "misses hits at masked q-grams that it would find with an index rebuilt by `peanut index`")
         stage = stages[0]
-        paired = mates is not None or interleaved
         # the programs build on side threads while the postprocessor loads and the first batch is read
         failed = threading.Event()
         warms = [threading.Thread(target=_warm_up, args=(s, paired, log, failed),

@@ -270,17 +270,22 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
     def device_worker(step):
         try:
             while True:
+                t = time.perf_counter()
                 item = to_device.get()
+                # the device thread's waits: for the reader, and (below) for the stages after it
+                times.add("device waits for reads", time.perf_counter() - t)
                 if item is _END:
                     break
                 seq, batch = item
                 t = time.perf_counter()
                 result = step(batch)
-                times.add("device", time.perf_counter() - t)
+                t1 = time.perf_counter()
+                times.add("device", t1 - t)
                 if in_order is None:
                     forward(batch, result)
                 else:
                     in_order.put(seq, (batch, result))
+                times.add("device hand-off", time.perf_counter() - t1)
             if in_order is None:
                 forward_end()
             else:

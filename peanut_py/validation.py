@@ -83,8 +83,11 @@ class ValidatedHits:
     candidate: object
 
     def to_host(self):
+        from .device import get_all
+
         names = ("rs", "ref_start", "ref_end", "dist", "candidate")
-        return {name: getattr(self, name).get()[: self.n] for name in names}
+        arrays = [getattr(self, name) for name in names]
+        return dict(zip(names, get_all(arrays[0].queue, arrays, [self.n] * len(names))))
 
 
 def _myers_kernel(device, words):
@@ -159,17 +162,16 @@ def _word_classes(device, candidates, read_buffer, table_dev, n_items, selected,
                   (selected if selected is not None else candidates.rs).data, np.uint32(selected is not None),
                   candidates.rs.data, candidates.diag_lo.data, candidates.diag_hi.data, read_buffer.rs_start.data,
                   table_dev.data, np.uint32(max_words), need.data)
-    out = []
-    count = cla.empty(queue, 1, np.uint32, allocator=pool)
-    dummy = selected if selected is not None else count
+    # every class's compaction first, then their counts in one download: the device runs the scans back to back
+    classes = []
     for w in range(1, max_words + 1):
         items = cla.empty(queue, n_items, np.uint32, allocator=pool)
-        where(device)(need, np.uint32(w), dummy, np.uint32(selected is not None), items, count, size=n_items,
-                      queue=queue)
-        c = int(count.get()[0])
-        if c:
-            out.append((w, c, items))
-    return out
+        count = cla.empty(queue, 1, np.uint32, allocator=pool)
+        where(device)(need, np.uint32(w), selected if selected is not None else count,
+                      np.uint32(selected is not None), items, count, size=n_items, queue=queue)
+        classes.append((w, items, count))
+    counts = device.get_all([count for _, _, count in classes])
+    return [(w, int(c[0]), items) for (w, items, _), c in zip(classes, counts) if int(c[0])]
 
 
 def _launch_myers(device, resident, read_buffer, candidates, table_dev, words, n_items, selected, out):

@@ -31,6 +31,20 @@ def test_busy_time_is_the_union_of_the_events():
     assert busy == pytest.approx(25e-9) and span == pytest.approx(35e-9)
 
 
+def test_idle_gaps_are_summed_per_queue_by_the_enqueuing_site():
+    # queue 1: idle 5 before the command enqueued at b.py:2 and 10 before the one at a.py:1 again; a command
+    # overlapping its predecessor leaves no gap; queue 2's commands are measured against their own queue only
+    events = [("k", _event(0, 10)), ("k", _event(15, 20)), ("k", _event(18, 25)), ("k", _event(35, 40)),
+              ("k", _event(12, 14)), ("k", _event(50, 51)), ("k", SimpleNamespace())]
+    sites = [(1, "a.py:1"), (1, "b.py:2"), (1, "c.py:3"), (1, "a.py:1"), (2, "d.py:4"), (2, "d.py:4"),
+             (1, "e.py:5")]
+    gaps = kernel_profile.idle_gaps({"events": events, "sites": sites})
+    assert gaps["b.py:2"] == (1, pytest.approx(5e-9))
+    assert gaps["a.py:1"] == (1, pytest.approx(10e-9))
+    assert gaps["d.py:4"] == (1, pytest.approx(36e-9))
+    assert "c.py:3" not in gaps and "e.py:5" not in gaps
+
+
 def test_a_real_run_is_profiled_and_pyopencl_restored(example_index):
     before = (cl.CommandQueue, _cl.enqueue_nd_range_kernel, cl.enqueue_copy)
     out = kernel_profile.profile_run(str(example_index), R1, R2, threads=2, batch_size=1000)
@@ -45,6 +59,10 @@ def test_a_real_run_is_profiled_and_pyopencl_restored(example_index):
     assert out["busy"] <= sum(s for _, _, s in out["rows"]) + 1e-9
     assert out["record"]["blocking"]["peanut-device"] > 0
     assert out["stages"]["device"] > 0
+    # every command has the line of peanut_py that enqueued it
+    sites = out["record"]["sites"]
+    assert len(sites) == len(out["record"]["events"])
+    assert any(site.startswith("qgroup.py:") for _, site in sites) and all(site != "?" for _, site in sites)
 
 
 def test_spy_threads_per_thread_and_device_split(tmp_path, capsys):

@@ -224,3 +224,22 @@ def test_map_with_a_bad_device_is_one_line_error(tmp_path, example_index):
                     "-o", str(tmp_path / "x.sam"))
         assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no-such-device-xyz" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr and not (tmp_path / "x.sam").exists()
+
+
+def test_get_all_downloads_several_arrays_with_one_wait(device):
+    """Device.get_all equals each array's own get (its first ``sizes[k]`` elements), whatever the dtypes;
+    empty requests give empty arrays, and views start where they start."""
+    rng = np.random.default_rng(7)
+    hosts = [rng.integers(0, 2**31, 1000, dtype=np.uint32), rng.integers(-50, 50, 37, dtype=np.int32),
+             rng.integers(0, 2**62, 5, dtype=np.int64), np.arange(3, dtype=np.uint8)]
+    arrays = [cla.to_device(device.queue, h) for h in hosts]
+    got = device.get_all(arrays)
+    assert [g.dtype for g in got] == [h.dtype for h in hosts]
+    assert all(np.array_equal(g, h) for g, h in zip(got, hosts))
+    sizes = [10, 0, 5, 1]
+    got = device.get_all([a[:s] if s else a[:1] for a, s in zip(arrays, sizes)], sizes)
+    assert [len(g) for g in got] == sizes
+    assert all(np.array_equal(g, h[:s]) for g, h, s in zip(got, hosts, sizes))
+    assert device.get_all([]) == []
+    view, = device.get_all([arrays[0][100:110]])
+    assert np.array_equal(view, hosts[0][100:110])

@@ -578,3 +578,14 @@ def test_a_closed_pipe_ends_quietly(example_index):
     run = _shell(f"PEANUT map -q {example_index} {READS} | head -3; echo status ${{PIPESTATUS[0]}} >&2")
     assert run.stdout.count("\n") == 3 and run.stdout.startswith("@HD")
     assert run.stderr.strip() in ("status 141", "status 0"), run.stderr
+
+
+def test_pairs_get_larger_batches_on_gpus_only():
+    """Pairs on a GPU batch as many pairs as a single-end batch has reads; CPU devices keep their size."""
+    from types import SimpleNamespace
+
+    from peanut_py.mapping import pipeline_batch
+
+    gpu, cpu = SimpleNamespace(host_memory=False), SimpleNamespace(host_memory=True)
+    assert pipeline_batch(gpu, paired=True) == 2 * pipeline_batch(gpu) == 1 << 19
+    assert pipeline_batch(cpu, paired=True) == pipeline_batch(cpu) < pipeline_batch(gpu)

@@ -289,3 +289,25 @@ def test_a_fast_device_waits_instead_of_running_far_ahead():
     assert "".join(out) == "".join(f"{b}:{b}:0\n" for b in range(40))
     # batches 1..4 taken by the fast device; it holds the 4th until batch 0 is back
     assert at_release == [4]
+
+
+def test_device_waits_are_timed_apart_from_its_work():
+    """A slow reader shows as the device waiting for reads, a slow writer as its hand-off (the queues
+    after it fill up), and neither counts as device time."""
+    def slow_batches():
+        for b in range(6):
+            time.sleep(0.05)
+            yield b
+
+    out = []
+    _, times = run_pipeline(slow_batches(), lambda b: b, _steps(1), out.append, threads=1)
+    assert times.seconds["device waits for reads"] >= 0.2
+    assert times.seconds["device"] < 0.1
+
+    def slow_write(text):
+        time.sleep(0.05)
+        out.append(text)
+
+    _, times = run_pipeline(range(30), lambda b: b, _steps(1), slow_write, threads=1, queue_size=1)
+    assert times.seconds["device hand-off"] >= 0.5
+    assert times.seconds["device"] < 0.1
