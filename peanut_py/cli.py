@@ -6,12 +6,12 @@ import argparse
 import os
 import shlex
 import signal
-import threading
 import sys
 
 from ._version import __version__
 from .device import DeviceOpening
 from .errors import PeanutError, error_text
+from .outfiles import INTERRUPTED
 from .options import (IndexOptions, MapOptions, RunOptions, Scoring, check, default_of, flags_of, help_of, metavar_of,
                       parse_mode)
 
@@ -161,7 +161,7 @@ def cmd_devices(args):
 
 # Set by SIGINT/SIGTERM: whatever error the interruption itself causes in other threads (a kernel build
 # cut short, a closed queue) is then reported as the interruption it is, with exit status 130.
-_interrupted = threading.Event()
+_interrupted = INTERRUPTED
 
 
 def _terminate(signum, frame):

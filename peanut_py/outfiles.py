@@ -11,6 +11,19 @@ import glob
 import os
 import re
 import secrets
+import threading
+
+# Set by the command line's SIGINT/SIGTERM handler, which also raises KeyboardInterrupt in the main thread.
+# Code that the main thread runs may swallow that exception (an error inside a C extension's clean-up is only
+# printed), so an output is never renamed into place once this is set: the run then ends as interrupted.
+INTERRUPTED = threading.Event()
+
+
+def replace_unless_interrupted(tmp, path):
+    """``os.replace(tmp, path)``, or KeyboardInterrupt (``tmp`` left to the caller) after an interruption."""
+    if INTERRUPTED.is_set():
+        raise KeyboardInterrupt()
+    os.replace(tmp, path)
 
 
 def temporary_beside(path):

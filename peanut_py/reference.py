@@ -26,7 +26,7 @@ from ._version import __version__
 from .errors import InputError, PeanutError
 from .sam import is_special_file
 from .options import IndexOptions, check
-from .outfiles import remove_stale_temporaries, temporary_beside
+from .outfiles import remove_stale_temporaries, replace_unless_interrupted, temporary_beside
 
 DEFAULT_Q = IndexOptions.q
 DEFAULT_STEP = IndexOptions.step
@@ -207,7 +207,7 @@ def build_index(fasta_path, out_path=None, q=DEFAULT_Q, step=DEFAULT_STEP, mask_
             write_checksums(h5)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, out_path)
+        replace_unless_interrupted(tmp, out_path)
         try:
             dfd = os.open(out_dir, os.O_RDONLY)
             try:

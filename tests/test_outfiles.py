@@ -65,3 +65,32 @@ def test_index_build_removes_a_killed_builds_temporary(tmp_path):
     assert rc == 0, err
     assert "removed 1 temporary file that a killed build left" in err
     assert [p.name for p in tmp_path.iterdir()] == ["ref.h5"]
+
+
+def test_no_output_is_committed_once_interrupted(tmp_path):
+    """SIGINT/SIGTERM set outfiles.INTERRUPTED before they raise KeyboardInterrupt in the main thread; should
+    that exception get lost in code that swallows it, neither an index nor a SAM or BAM file is renamed into
+    place: the writer drops its temporary file and raises KeyboardInterrupt itself (the command line then
+    exits 130)."""
+    import pytest
+
+    from peanut_py import outfiles
+    from peanut_py.reference import build_index
+    from peanut_py.sam import open_output
+
+    fasta = tmp_path / "ref.fa"
+    fasta.write_text(">a\n" + "ACGTTGCAAGCTTAGC" * 40 + "\n")
+    outfiles.INTERRUPTED.set()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            build_index(str(fasta), str(tmp_path / "ref.h5"), q=8)
+        for name in ("out.sam", "out.bam"):
+            writer = open_output(str(tmp_path / name), "@HD\tVN:1.6\n")
+            writer.write("r\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII\n")
+            with pytest.raises(KeyboardInterrupt):
+                writer.close()
+    finally:
+        outfiles.INTERRUPTED.clear()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.fa"]
+    build_index(str(fasta), str(tmp_path / "ref.h5"), q=8)  # and without the flag, as always
+    assert (tmp_path / "ref.h5").exists()
