@@ -76,11 +76,10 @@ def build_programs(device):
     _align_kernel(device)
 
 
-def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ratio=RATIO, fields=()):
-    """Indices (host int64, ascending) of the candidates that the step aligns: ``kernels/clipped.cl`` over
-    the device ``candidates`` (sorted by rs) with ``has_hit`` (host, one flag per read of the buffer).
-    ``fields``: names of candidate arrays (``rs``, ``diag_lo``, ...) whose chosen entries come back too, as
-    host int64 arrays after the indices, in the same download."""
+def _chosen(device, candidates, has_hit, max_per_read, ratio):
+    """The indices of the candidates that the step aligns, ascending, as a device uint32 array (None when
+    none is chosen): ``kernels/clipped.cl`` over the device ``candidates`` (sorted by rs) with ``has_hit``
+    (host, one flag per read of the buffer)."""
     import pyopencl.array as cla
 
     from .scans import where
@@ -88,7 +87,7 @@ def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ra
     n = int(candidates.n)
     n_reads = len(has_hit)
     if n == 0 or n_reads == 0:
-        return np.zeros(0, dtype=np.int64) if not fields else (np.zeros(0, dtype=np.int64),) * (1 + len(fields))
+        return None
     queue, pool = device.queue, device.pool
     flags = cla.to_device(queue, np.ascontiguousarray(has_hit, dtype=np.uint8), allocator=pool)
     chosen = device.empty(n, np.uint32)
@@ -99,13 +98,13 @@ def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ra
     count = device.empty(1, np.uint32)
     where(device)(chosen[:n], np.uint32(1), count, np.uint32(0), out, count, size=n, queue=queue)
     m = int(count.get()[0])
-    if not fields:
-        return out[:m].get().astype(np.int64) if m else np.zeros(0, dtype=np.int64)
-    if not m:
-        return (np.zeros(0, dtype=np.int64),) * (1 + len(fields))
-    picked = out[:m]
-    arrays = [picked] + [cla.take(getattr(candidates, name), picked) for name in fields]
-    return tuple(a.astype(np.int64) for a in device.get_all(arrays))
+    return out[:m] if m else None
+
+
+def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ratio=RATIO):
+    """Indices (host int64, ascending) of the candidates that the step aligns (see :func:`_chosen`)."""
+    picked = _chosen(device, candidates, has_hit, max_per_read, ratio)
+    return np.zeros(0, dtype=np.int64) if picked is None else picked.get().astype(np.int64)
 
 
 def candidate_windows(rs, diag_lo, diag_hi, read_lengths, max_errors, contig_offsets, contig_ends):
@@ -151,8 +150,15 @@ def clipped_hits(device, resident, codes, offsets, found, candidates, search, co
     table = max_errors_table(int(lengths.max()) if n_reads else 0, search.min_identity)
     _, has_hit, kept = weak_reads_and_flags(n_reads, hit_rs, hit_dist, lengths, table)
     empty = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int32))
-    _, rs, diag_lo, diag_hi = choose_candidates(device, candidates, has_hit, search.max_per_read, search.ratio,
-                                                fields=("rs", "diag_lo", "diag_hi"))
+    picked = _chosen(device, candidates, has_hit, search.max_per_read, search.ratio)
+    if picked is None:
+        rs = diag_lo = diag_hi = np.zeros(0, dtype=np.int64)
+    else:
+        import pyopencl.array as cla
+
+        # the chosen candidates' fields taken on the device and downloaded with one wait
+        rs, diag_lo, diag_hi = (a.astype(np.int64) for a in device.get_all(
+            [cla.take(a, picked) for a in (candidates.rs, candidates.diag_lo, candidates.diag_hi)]))
     # a weak read's validated hits as candidates of their own: start and end diagonals of the hit
     own = ~kept
     own_rs = hit_rs[own].astype(np.int64)

@@ -20,8 +20,12 @@ INTERRUPTED = threading.Event()
 
 
 def replace_unless_interrupted(tmp, path):
-    """``os.replace(tmp, path)``, or KeyboardInterrupt (``tmp`` left to the caller) after an interruption."""
+    """``os.replace(tmp, path)``; after an interruption ``tmp`` is deleted instead and KeyboardInterrupt raised."""
     if INTERRUPTED.is_set():
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
         raise KeyboardInterrupt()
     os.replace(tmp, path)
 

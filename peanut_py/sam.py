@@ -22,7 +22,7 @@ from ._bam import RefNames, sam_to_bam
 from ._version import __version__
 from .bgzf import BgzfWriter, bam_header, compression_threads
 from .errors import PeanutError
-from .outfiles import INTERRUPTED, temporary_beside
+from .outfiles import replace_unless_interrupted, temporary_beside
 from .range_writes import RangeWriter
 
 # --- header ---------------------------------------------------------------------------------------------------
@@ -259,20 +259,16 @@ class _AtomicFileWriter(_Writer):
             _open_writers.add(self)
 
     def _finish(self, keep):
-        # after SIGINT/SIGTERM the output is dropped even if the signal's exception got lost on its way
-        interrupted = keep and INTERRUPTED.is_set()
         with _open_writers_lock:
             _open_writers.discard(self)
         self._done = True
-        if keep and not interrupted:
-            os.replace(self.temp_path, self.path)
+        if keep:
+            replace_unless_interrupted(self.temp_path, self.path)
         else:
             try:
                 os.unlink(self.temp_path)
             except FileNotFoundError:
                 pass
-        if interrupted:
-            raise KeyboardInterrupt()
 
     def close(self):
         if self._done:
