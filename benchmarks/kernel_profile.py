@@ -2,6 +2,7 @@
 copy recorded, and a table of device time per kernel next to the run's wall and its device stage.
 
     python -m benchmarks.kernel_profile INDEX READS [MATES] [-t 16] [--batch-size N] [--top 30]
+    python -m benchmarks.kernel_profile INDEX READS --set filtration.EMIT_BLOCK=64 -o out.sam
 
 The queue is created with CL_QUEUE_PROFILING_ENABLE (which some drivers make a little slower), every kernel
 enqueued through pyopencl's invoker and every ``pyopencl.enqueue_copy`` is kept with its event, and after the
@@ -15,6 +16,9 @@ before each one the time since the device last finished anything of that queue, 
 peanut_py that enqueued the command (the nearest frame outside device.py and scans.py). A gap is the host
 work (and waits for the interpreter lock) between a command's predecessor and its enqueue: the syncs and host
 steps that keep the device waiting.
+
+``--set module.NAME=VALUE`` changes a constant of peanut_py (a kernel's block or group size, a knob that picks
+one of two kernels) before the run, so that variants are compared in one installation.
 """
 import argparse
 import collections
@@ -138,15 +142,37 @@ def summarize(record):
     return rows, busy / 1e9, (last - first) / 1e9
 
 
-def profile_run(index, reads, mates=None, threads=2, batch_size=None, log=None):
-    """One ``peanut map`` run (SAM to a temporary file) under :func:`recorded`: a dict of its ``wall``, its
-    ``stages`` (the run's summary), ``rows``, ``busy`` and ``span`` (:func:`summarize`) and the ``record``."""
+def set_knobs(assignments):
+    """Set module constants of peanut_py before a run, each given as ``module.NAME=VALUE`` (``VALUE`` a Python
+    literal; ``module`` below peanut_py, e.g. ``filtration.EMIT_BLOCK=64``): variants of a kernel's launch
+    compared in one installation.  Returns the previous values, as the same strings."""
+    import ast
+    import importlib
+
+    before = []
+    for text in assignments:
+        target, sep, value = text.partition("=")
+        module_name, _, name = target.strip().rpartition(".")
+        if not sep or not module_name or not name:
+            raise ValueError(f"--set {text!r}: give module.NAME=VALUE, e.g. filtration.EMIT_BLOCK=64")
+        module = importlib.import_module(f"peanut_py.{module_name}")
+        if not hasattr(module, name):
+            raise ValueError(f"--set {text!r}: peanut_py.{module_name} has no {name}")
+        before.append(f"{module_name}.{name}={getattr(module, name)!r}")
+        setattr(module, name, ast.literal_eval(value.strip()))
+    return before
+
+
+def profile_run(index, reads, mates=None, threads=2, batch_size=None, log=None, output=None):
+    """One ``peanut map`` run (SAM to ``output``, default a temporary file) under :func:`recorded`: a dict of
+    its ``wall``, its ``stages`` (the run's summary), ``rows``, ``busy`` and ``span`` (:func:`summarize`) and
+    the ``record``."""
     from peanut_py.mapping import map_reads
     from peanut_py.options import MapOptions, RunOptions
 
     with recorded() as record, tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        summary = map_reads(index, reads, MapOptions(), output=os.path.join(tmp, "out.sam"),
+        summary = map_reads(index, reads, MapOptions(), output=output or os.path.join(tmp, "out.sam"),
                             run=RunOptions(threads=threads, batch_size=batch_size), mates=mates, log=log)
         wall = time.perf_counter() - t0
     rows, busy, span = summarize(record)
@@ -163,8 +189,15 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=None, help="--batch-size of the run (default: the device's)")
     ap.add_argument("--top", type=int, default=30, help="kernels and copies listed (default 30)")
     ap.add_argument("--gaps", type=int, default=0, metavar="N", help="list the N sites with the most idle time")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="set a constant of peanut_py.MODULE before the run (repeatable)")
+    ap.add_argument("-o", "--output", help="keep the run's SAM here")
     a = ap.parse_args(argv)
-    out = profile_run(a.index, a.reads, a.mates, a.threads, a.batch_size, log=lambda m: print(m, file=sys.stderr))
+    if a.set:
+        set_knobs(a.set)
+        print("set " + " ".join(a.set))
+    out = profile_run(a.index, a.reads, a.mates, a.threads, a.batch_size, log=lambda m: print(m, file=sys.stderr),
+                      output=a.output)
     rows, busy, span, record = out["rows"], out["busy"], out["span"], out["record"]
     total = sum(r[2] for r in rows)
     print(f"wall {out['wall']:.2f} s; device stage {out['stages'].get('device', 0):.2f} s; events span {span:.2f} s, "

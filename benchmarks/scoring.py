@@ -433,6 +433,32 @@ def calibration_check(calibration, min_reads=1000, factor=3.0):
     return out
 
 
+def curve_shortfall(ours, theirs, min_mapq=1):
+    """How far the curve ``ours`` (curve_of) falls short of ``theirs`` as a ROC: for each of their cut-offs
+    of MAPQ ``min_mapq`` or more, the correct reads they keep against the most that ours keeps at any cut-off
+    with no more wrong reads (none kept counts as a cut-off: 0 and 0).  Returns (shortfall, their point): the
+    largest such difference (0 where ours is on or above theirs throughout) and their curve point
+    (mapq, mapped, wrong) where it occurs, or None."""
+    points = sorted([(0, 0)] + [(p["wrong"], p["mapped"] - p["wrong"]) for p in ours])
+    best, worst = [], (0, None)
+    top = 0
+    for wrong, correct in points:  # the most correct reads at this many wrong ones or fewer
+        top = max(top, correct)
+        best.append((wrong, top))
+    for p in theirs:
+        if p["mapq"] < min_mapq:
+            continue
+        kept = 0
+        for wrong, top in best:
+            if wrong > p["wrong"]:
+                break
+            kept = top
+        short = (p["mapped"] - p["wrong"]) - kept
+        if short > worst[0]:
+            worst = (short, p)
+    return worst
+
+
 def curve_of(calibration):
     """score_sam's curve from its calibration bins (which need only mapq, n and wrong): per MAPQ threshold,
     descending, the reads mapped at or above it and the wrong ones among them."""

@@ -195,3 +195,48 @@ def test_quality_ties_prefers_the_copy_whose_mismatches_have_low_qualities(tmp_p
     assert out["cutoffs"]["3"] == {"kept": 2, "wrong": 1}
     assert quality_ties.quality_choice([38, 5]) == (1, pytest.approx(1 / (1 + 10 ** -3.3)))
     assert quality_ties.placed_read("ACGG", [1, 2, 3, 4], True) == ("CCGT", [4, 3, 2, 1])
+
+
+def test_curve_shortfall_compares_operating_points_not_cutoffs(tmp_path):
+    """As ROC curves: a peer whose MAPQ puts a wrong read lower than ours keeps more correct reads at the
+    same number of wrong ones, whatever the MAPQ values themselves are."""
+    def bins(*triples):
+        return [{"mapq": q, "n": n, "wrong": w} for q, n, w in triples]
+
+    # ours: 100 correct at 60, then 10 reads at MAPQ 9 of which 1 wrong, 5 at 0 of which 3 wrong
+    ours = scoring.curve_of(bins((60, 100, 0), (9, 10, 1), (0, 5, 3)))
+    # theirs: the same reads, the wrong one of the 10 at MAPQ 2 instead of 9, its 9 right ones at 4
+    theirs = scoring.curve_of(bins((60, 100, 0), (4, 9, 0), (2, 1, 1), (0, 5, 3)))
+    short, point = scoring.curve_shortfall(ours, theirs)
+    assert short == 9 and point["mapq"] == 4 and point["mapped"] == 109 and point["wrong"] == 0
+    assert scoring.curve_shortfall(theirs, ours) == (0, None)
+    assert scoring.curve_shortfall(ours, ours) == (0, None)
+    # their MAPQ-0 point is left out by default (all mapped reads: placement, not MAPQ)
+    more = scoring.curve_of(bins((60, 100, 0), (0, 20, 1)))
+    assert scoring.curve_shortfall(ours, more) == (0, None)
+    assert scoring.curve_shortfall(ours, more, min_mapq=0)[0] == 119 - 109  # ours at <= 1 wrong: MAPQ >= 9
+    # a curve that keeps nothing at few wrong reads: the empty cut-off (0 correct, 0 wrong) is ours too
+    assert scoring.curve_shortfall(scoring.curve_of(bins((10, 5, 2))), scoring.curve_of(bins((30, 4, 0))))[0] == 4
+
+
+def test_roc_compare_reads_an_accuracy_result(tmp_path, capsys):
+    import json
+
+    from benchmarks import roc_compare
+
+    def tool(*triples):
+        return {"ok": True, "score": {"calibration": [{"mapq": q, "n": n, "wrong": w} for q, n, w in triples]}}
+
+    results = {"runs": {"g/a": {"peanut-best": tool((60, 100, 0), (9, 10, 1)),
+                                "bwa": tool((60, 100, 0), (4, 9, 0), (2, 1, 1)),
+                                "minibwa": tool((60, 90, 0), (9, 20, 1))},
+                        "g/b": {"peanut-best": tool((60, 50, 0)), "bwa": {"ok": False}}}}
+    rows = roc_compare.compare(results)
+    assert [(k, p, s) for k, p, s, _ in rows] == [("g/a", "bwa", 9), ("g/a", "minibwa", 0)]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(results))
+    assert roc_compare.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "9 correct reads fewer than its 109 at <= 0 wrong (its MAPQ >= 4)" in out
+    assert "against bwa: on or above its curve on 0 of 1 sets" in out
+    assert "against minibwa: on or above its curve on 1 of 1 sets" in out

@@ -81,3 +81,17 @@ def test_spy_threads_per_thread_and_device_split(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "host 2 samples, waiting in blocking copies 7" in out
     assert "f@validation.py:3 | enqueue_copy" in out
+
+
+def test_knobs_are_set_by_name_and_checked(monkeypatch):
+    from peanut_py import filtration
+
+    monkeypatch.setattr(filtration, "EMIT_BLOCK", filtration.EMIT_BLOCK)  # restored after the test
+    monkeypatch.setattr(filtration, "SLOT_SORT_BY_GROUP", filtration.SLOT_SORT_BY_GROUP)
+    before = kernel_profile.set_knobs(["filtration.EMIT_BLOCK=64", "filtration.SLOT_SORT_BY_GROUP = False"])
+    assert filtration.EMIT_BLOCK == 64 and filtration.SLOT_SORT_BY_GROUP is False
+    assert before == ["filtration.EMIT_BLOCK=32", "filtration.SLOT_SORT_BY_GROUP=None"]
+    for bad in ("filtration.NO_SUCH_KNOB=1", "EMIT_BLOCK=64", "filtration.EMIT_BLOCK", "no_module.X=1"):
+        with pytest.raises((ValueError, ImportError)):
+            kernel_profile.set_knobs([bad])
+    assert filtration.EMIT_BLOCK == 64
