@@ -73,7 +73,7 @@ def mapq_scores(const int64_t[::1] score, const int64_t[::1] sub, const int64_t[
                 const int64_t[::1] read_len, const uint8_t[::1] ties, const double[::1] log_length,
                 const double[::1] log_count, double log_coef_len, int64_t coef_len, int64_t q, int64_t match,
                 int64_t mismatch, int64_t mapq_max, int64_t crowd_min, int64_t crowd_cap, int64_t crowd_zero,
-                double close_identity, double masked_share):
+                double close_identity, double masked_share, double crowd_scale):
     """mapq.mapq_model per read. ``unseen`` empty: none; ``covered`` and ``read_len`` empty: no masked share;
     ``ties`` empty or per read: MAPQ 0 where set. ``log_length[L]`` = np.log(max(L, 2.0)),
     ``log_count[k]`` = np.log(k + 1.0). Returns (int32 MAPQ, need_length, need_count): a need > 0 names the
@@ -90,7 +90,7 @@ def mapq_scores(const int64_t[::1] score, const int64_t[::1] sub, const int64_t[
     cdef int32_t[::1] o = out
     cdef Py_ssize_t n_length = log_length.shape[0], n_count = log_count.shape[0]
     cdef int64_t need_length = 0, need_count = 0, negative = 0, aligned, rivals
-    cdef double s, raw_sub, b, length, identity, f, mapq, min_sub = <double> (q * match)
+    cdef double s, raw_sub, b, length, identity, f, mapq, graded, min_sub = <double> (q * match)
     cdef volatile double product
     cdef double d_match = <double> match, d_errors = <double> (match + mismatch)
     cdef bint close
@@ -133,8 +133,14 @@ def mapq_scores(const int64_t[::1] score, const int64_t[::1] sub, const int64_t[
             if mapq > <double> mapq_max:
                 mapq = <double> mapq_max
             close = _close(score[i], sub[i], rivals, match + mismatch)
-            if close and (rivals >= crowd_min or identity <= close_identity) and mapq > <double> crowd_cap:
-                mapq = <double> crowd_cap
+            if close and (rivals >= crowd_min or identity <= close_identity):
+                # scaled into 1 .. crowd_cap rather than clipped at it: the order among such reads is kept
+                graded = floor(mapq * <double> crowd_cap / crowd_scale + 0.499)
+                if graded > <double> crowd_cap:
+                    graded = <double> crowd_cap
+                if graded < 1.0 and mapq >= 1.0:
+                    graded = 1.0
+                mapq = graded
             if close and (rivals >= crowd_zero
                           or (with_masked and <double> covered[i] >= masked_share * <double> read_len[i])):
                 mapq = 0

@@ -28,6 +28,12 @@ UNSEEN_EXTRA_EDITS = 5
 CROWD_MIN = 2
 CROWD_CAP = 9
 CROWD_ZERO = 25
+# The capped reads' MAPQ is scaled into 1 .. CROWD_CAP (times CROWD_CAP / CROWD_SCALE, at least 1 where it was)
+# instead of clipped at CROWD_CAP, so that they keep their order (more close rivals, a lower identity: lower)
+# and a cut-off among them trades correct for wrong reads as bwa's MAPQ 1 to 9 does. CROWD_SCALE is about the
+# MAPQ of a one-mismatch lead of a 100-base read at full identity (6.02 * 5 with bwa's scores, times the
+# length factor log(50) / log(100) squared), so a lone close rival of such a read lands near CROWD_CAP.
+CROWD_SCALE = 22.0
 # A best hit with a close rival and an identity at or below this (two mismatches or more per 100 bases) has
 # errors enough that one more at the differing base is likely: MAPQ at most CROWD_CAP.
 CLOSE_RIVAL_IDENTITY = 0.98
@@ -121,7 +127,8 @@ def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None, covered=
     give 0; otherwise ``6.02 * (score - sub) / match * f**2``, with ``f = identity**2`` times
     ``log(MAPQ_COEF_LEN) / log(aligned length)`` beyond MAPQ_COEF_LEN bases, less ``4.343 * ln(n_sub + 1)``
     for ``n_sub`` close rivals. A best hit with a close rival (one scoring within a mismatch of it) is then
-    capped: at CROWD_CAP with CROWD_MIN or more of them or at an identity of CLOSE_RIVAL_IDENTITY or less, and
+    capped: scaled into 1 .. CROWD_CAP (CROWD_SCALE) with CROWD_MIN or more of them or at an identity of
+    CLOSE_RIVAL_IDENTITY or less, and
     to 0 with CROWD_ZERO or more, or with MASKED_FAMILY_SHARE of the read (``read_len``) under masked q-grams
     (``covered``, bases per read). 0 where ``ties`` (the read has several best hits). See docs/output.md,
     "MAPQ", for the calibration. Scores, counts and lengths are integers; the private _mapq computes it
@@ -139,7 +146,7 @@ def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None, covered=
         mapq, need_length, need_count = _mapq.mapq_scores(
             score, sub, n_sub, aligned_len, unseen, covered, read_len, ties, log_length, log_count, _LOG_COEF_LEN,
             MAPQ_COEF_LEN, q, scoring.match, scoring.mismatch, MAPQ_MAX, CROWD_MIN, CROWD_CAP, CROWD_ZERO,
-            CLOSE_RIVAL_IDENTITY, MASKED_FAMILY_SHARE)
+            CLOSE_RIVAL_IDENTITY, MASKED_FAMILY_SHARE, CROWD_SCALE)
         if mapq is not None:
             return mapq
         log_length, log_count = _log_table("length", need_length), _log_table("count", need_count)

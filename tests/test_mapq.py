@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from peanut_py.filtration import guaranteed_errors
-from peanut_py.mapq import (CLOSE_RIVAL_IDENTITY, CROWD_CAP, CROWD_MIN, CROWD_ZERO, MAPQ_COEF_LEN, MAPQ_MAX,
-                            MASKED_FAMILY_SHARE, PAIR_MAPQ_BOOST, UNSEEN_EXTRA_EDITS, MaskedQgrams, close_rival,
-                            close_rival_gap, mapq_model, pair_mapq, reverse_complement_values, unseen_rival_score,
-                            value_slots)
+from peanut_py.mapq import (CLOSE_RIVAL_IDENTITY, CROWD_CAP, CROWD_MIN, CROWD_SCALE, CROWD_ZERO, MAPQ_COEF_LEN,
+                            MAPQ_MAX, MASKED_FAMILY_SHARE, PAIR_MAPQ_BOOST, UNSEEN_EXTRA_EDITS, MaskedQgrams,
+                            close_rival, close_rival_gap, mapq_model, pair_mapq, reverse_complement_values,
+                            unseen_rival_score, value_slots)
 from peanut_py.options import Scoring
 from peanut_py.postprocess import next_stratum_sizes
 from peanut_py.ranking import rank_hits
@@ -22,8 +22,8 @@ Q = 16
 def mapq_reference(score, sub, n_sub, length, q=Q, s=SCORING, unseen=None):
     """BWA-MEM's mem_approx_mapq_se with mapQ_coef_len = 50, one read at a time; ``unseen`` (a rival the
     filtration may have missed) raises sub as BWA's minimum seed score does; then the caps for a close rival
-    (one scoring within a mismatch of the best): CROWD_CAP with CROWD_MIN of them or a low identity, 0 with
-    CROWD_ZERO."""
+    (one scoring within a mismatch of the best): scaled into 1 .. CROWD_CAP (CROWD_SCALE) with CROWD_MIN of
+    them or a low identity, 0 with CROWD_ZERO."""
     raw_sub = sub
     sub = max(sub, q * s.match, -1 if unseen is None else unseen)
     if sub >= score or score <= 0:
@@ -39,7 +39,8 @@ def mapq_reference(score, sub, n_sub, length, q=Q, s=SCORING, unseen=None):
     if close and n_sub >= CROWD_ZERO:
         return 0
     if close and (n_sub >= CROWD_MIN or identity <= CLOSE_RIVAL_IDENTITY):
-        return min(mapq, CROWD_CAP)
+        graded = min(math.floor(mapq * CROWD_CAP / CROWD_SCALE + 0.499), CROWD_CAP)
+        return 1 if graded < 1 and mapq >= 1 else graded
     return mapq
 
 
@@ -84,18 +85,21 @@ def test_behaviour_on_fixed_cases():
 def test_a_crowd_of_close_rivals_caps_mapq():
     # one rival a mismatch away: the formula (22 less 3 for the rival)
     assert one(100, 95, n_sub=1) == 19
-    # two or more: a repeat family, capped below 10; 25 or more: 0
-    assert one(100, 95, n_sub=CROWD_MIN) == CROWD_CAP == 9
-    assert one(100, 95, n_sub=CROWD_ZERO - 1) == 8 and one(100, 95, n_sub=CROWD_ZERO) == 0
+    # two or more: a repeat family, scaled below 10 (22 less 5 for two rivals: 17 * 9 / 22 -> 7), falling with
+    # the count of rivals but not below 1; 25 or more: 0
+    assert CROWD_CAP == 9 and one(100, 95, n_sub=CROWD_MIN) == 7
+    crowd = [one(100, 95, n_sub=k) for k in range(CROWD_MIN, CROWD_ZERO)]
+    assert crowd == sorted(crowd, reverse=True) and crowd[0] > crowd[-1] >= 1
+    assert one(100, 95, n_sub=CROWD_ZERO - 1) == 3 and one(100, 95, n_sub=CROWD_ZERO) == 0
     # rivals two mismatches away are no crowd: the formula alone
     assert one(100, 90, n_sub=3) == 43 - 6
-    # on a 150 bp read the same
-    assert one(150, 145, n_sub=CROWD_MIN, length=150) == CROWD_CAP
+    # on a 150 bp read the lead weighs less (18 less 5: 13 * 9 / 22 -> 5)
+    assert one(150, 145, n_sub=CROWD_MIN, length=150) == 5
 
 
 def test_a_close_rival_of_a_read_with_errors_caps_mapq():
-    # identity 0.98 (two mismatches in 100 bases) and a rival one mismatch worse: capped
-    assert one(90, 85, n_sub=1) == CROWD_CAP
+    # identity 0.98 (two mismatches in 100 bases) and a rival one mismatch worse: scaled (20 less 3: 17 -> 7)
+    assert one(90, 85, n_sub=1) == 7
     # identity 0.992: the formula
     assert one(96, 91, n_sub=1) > CROWD_CAP
     # no close rival: the formula even at low identity

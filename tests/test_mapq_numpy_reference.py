@@ -7,9 +7,9 @@ import pytest
 
 from peanut_py import mapq
 from peanut_py.filtration import guaranteed_errors
-from peanut_py.mapq import (CLOSE_RIVAL_IDENTITY, CROWD_CAP, CROWD_MIN, CROWD_ZERO, MAPQ_COEF_LEN, MAPQ_MAX,
-                            MASKED_FAMILY_SHARE, PAIR_MAPQ_BOOST, UNSEEN_EXTRA_EDITS, close_rival, guarantee_table,
-                            mapq_model, pair_mapq, unseen_rival_score)
+from peanut_py.mapq import (CLOSE_RIVAL_IDENTITY, CROWD_CAP, CROWD_MIN, CROWD_SCALE, CROWD_ZERO, MAPQ_COEF_LEN,
+                            MAPQ_MAX, MASKED_FAMILY_SHARE, PAIR_MAPQ_BOOST, UNSEEN_EXTRA_EDITS, close_rival,
+                            guarantee_table, mapq_model, pair_mapq, unseen_rival_score)
 from peanut_py.options import Scoring
 
 SCORINGS = [Scoring(), Scoring(match=2, mismatch=8, gap_open=3, gap_extend=1)]
@@ -39,7 +39,9 @@ def mapq_model_numpy(score, sub, n_sub, aligned_len, q, scoring, unseen=None, co
     n_sub = np.asarray(n_sub, dtype=np.int64)
     close = close_rival_numpy(score, raw_sub, n_sub, scoring)
     capped = close & ((n_sub >= CROWD_MIN) | (identity <= CLOSE_RIVAL_IDENTITY))
-    q_raw = np.where(capped, np.minimum(q_raw, CROWD_CAP), q_raw)
+    graded = np.minimum(np.floor(q_raw * CROWD_CAP / CROWD_SCALE + 0.499), CROWD_CAP)
+    graded = np.where((graded < 1) & (q_raw >= 1), 1, graded)
+    q_raw = np.where(capped, graded, q_raw)
     zero = close & (n_sub >= CROWD_ZERO)
     if covered is not None and read_len is not None:
         zero |= close & (np.asarray(covered, dtype=np.float64) >= MASKED_FAMILY_SHARE * np.asarray(read_len))
