@@ -128,11 +128,10 @@ def mapq_model(score, sub, n_sub, aligned_len, q, scoring, unseen=None, covered=
     ``log(MAPQ_COEF_LEN) / log(aligned length)`` beyond MAPQ_COEF_LEN bases, less ``4.343 * ln(n_sub + 1)``
     for ``n_sub`` close rivals. A best hit with a close rival (one scoring within a mismatch of it) is then
     capped: scaled into 1 .. CROWD_CAP (CROWD_SCALE) with CROWD_MIN or more of them or at an identity of
-    CLOSE_RIVAL_IDENTITY or less, and
-    to 0 with CROWD_ZERO or more, or with MASKED_FAMILY_SHARE of the read (``read_len``) under masked q-grams
-    (``covered``, bases per read). 0 where ``ties`` (the read has several best hits). See docs/output.md,
-    "MAPQ", for the calibration. Scores, counts and lengths are integers; the private _mapq computes it
-    without the GIL.
+    CLOSE_RIVAL_IDENTITY or less, and to 0 with CROWD_ZERO or more, or with MASKED_FAMILY_SHARE of the read
+    (``read_len``) under masked q-grams (``covered``, bases per read). 0 where ``ties`` (the read has several
+    best hits). See docs/output.md, "MAPQ", for the calibration. Scores, counts and lengths are integers; the
+    private _mapq computes it without the GIL.
     """
     score, sub, n_sub, aligned_len = _int64(score), _int64(sub), _int64(n_sub), _int64(aligned_len)
     unseen = _NONE_INT64 if unseen is None else _int64(unseen)
