@@ -1,6 +1,8 @@
 """benchmarks/kernel_profile.py and benchmarks/spy_threads.py: the device-time table of a real run on the
-bundled slice, the busy time as a union of intervals, and py-spy's stacks per thread."""
+bundled slice, the busy time as a union of intervals, and py-spy's stacks per thread; benchmarks/pin_processes.py:
+its plan, and real spawned processes pinned by it."""
 import os
+import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -13,7 +15,7 @@ from helpers import EXAMPLE
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # benchmarks/ is a package of the repository, not of the installed peanut_py
 
-from benchmarks import kernel_profile, spy_threads  # noqa: E402
+from benchmarks import kernel_profile, pin_processes, spy_threads  # noqa: E402
 
 R1 = str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R1.fastq.gz")
 R2 = str(EXAMPLE / "NA12878_chr20_slice_2000pairs_R2.fastq.gz")
@@ -95,3 +97,48 @@ def test_knobs_are_set_by_name_and_checked(monkeypatch):
         with pytest.raises((ValueError, ImportError)):
             kernel_profile.set_knobs([bad])
     assert filtration.EMIT_BLOCK == 64
+
+
+def test_pin_plan_splits_each_node_between_its_processes():
+    assert pin_processes.cpu_list("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    node0, node1 = list(range(0, 8)), list(range(8, 16))
+    # four GPUs, two per node, one process each: each node's CPUs halved, in order
+    assert pin_processes.plan(4, 4, [node0, node0, node1, node1]) == [[0, 1, 2, 3], [4, 5, 6, 7],
+                                                                      [8, 9, 10, 11], [12, 13, 14, 15]]
+    # two processes on each of two GPUs of one node: process i on GPU i mod 2
+    assert pin_processes.plan(4, 2, [node0, node0]) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    # more processes than CPUs: none is left without one
+    assert all(pin_processes.plan(3, 1, [[0, 1]]))
+
+
+_SPAWNING = """
+import multiprocessing, time
+def sleep():
+    time.sleep(4)
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("spawn")
+    children = [ctx.Process(target=sleep) for _ in range(2)]
+    for c in children:
+        c.start()
+        time.sleep(0.3)  # started in a known order
+    for c in children:
+        c.join()
+"""
+
+
+def test_spawned_processes_are_pinned_in_their_start_order(tmp_path):
+    script = tmp_path / "spawning.py"
+    script.write_text(_SPAWNING)
+    parent = subprocess.Popen([sys.executable, str(script)])
+    try:
+        expected = pin_processes.plan(2, 1, pin_processes.gpu_local_cpus(1))
+        assert pin_processes.main(["--under", str(parent.pid), "--gpus", "1", "--processes", "2",
+                                   "--seconds", "2.5"]) == 0
+        children = sorted(p for p in pin_processes.descendants(parent.pid) if pin_processes.is_mapping_process(p))
+        assert len(children) == 2
+        for pid, cpus in zip(children, expected):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                assert sorted(os.sched_getaffinity(int(task))) == cpus
+    finally:
+        parent.wait(timeout=30)
+    assert parent.returncode == 0
