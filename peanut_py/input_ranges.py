@@ -11,6 +11,7 @@ of pairs of different lengths, an odd count of interleaved records), the rest of
 on becomes one tail, which one mapping process reads as a run of one process would, so that the reads, or the
 error, are the same.
 """
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -103,15 +104,21 @@ class _Text:
 
 def cut(paths, per_unit, units) -> Iterator[Assignment]:
     """The batches of ``units`` units each of ``paths`` (one file, or the two files of pairs); a unit is
-    ``per_unit`` adjacent records of each file (2 for interleaved pairs)."""
+    ``per_unit`` adjacent records of each file (2 for interleaved pairs). The files of pairs are read and
+    counted at the same time, one thread each (both steps release the interpreter lock): a batch's records
+    are found by their number in each file alone, and the cut must keep ahead of every mapping process
+    (docs/gpu.md, "Placement of the mapping processes and the cut of the input")."""
     texts = []
+    pool = ThreadPoolExecutor(len(paths), thread_name_prefix="peanut-cut-file") if len(paths) > 1 else None
     try:
         for path in paths:
             texts.append(_Text(path))
         first = 1
         while True:
             starts = [t.pos for t in texts]
-            counts = [t.count(units * per_unit) for t in texts]
+            records = units * per_unit
+            counts = list(pool.map(lambda t: t.count(records), texts)) if pool is not None \
+                else [texts[0].count(records)]
             found = {n for n, _ in counts}
             whole = len(found) == 1 and found.pop() % per_unit == 0
             ended = all(status == _fastq.INCOMPLETE and t.at_end for (_, status), t in zip(counts, texts))
@@ -127,6 +134,8 @@ def cut(paths, per_unit, units) -> Iterator[Assignment]:
             yield Assignment(first, tuple((s, None) for s in starts), True)
             return
     finally:
+        if pool is not None:
+            pool.shutdown()
         for t in texts:
             t.close()
 
