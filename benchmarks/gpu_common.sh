@@ -35,3 +35,13 @@ simulate_speed_sets() {
 peanut_index() {
   ( $NEW index chr20.fa -o chr20.h5 > ix.log 2>&1; echo peanut-index $? ) &
 }
+# map_peers: minibwa (index from minibwa_index) and strobealign (its own "Total time mapping" line printed),
+# -t 16, on the single-end set (se.fq) and the pairs (r1.fq r2.fq); $M is the caller's measure.py command
+map_peers() {
+  for set in se pe; do
+    if [ $set = pe ]; then IN="r1.fq r2.fq"; else IN="se.fq"; fi
+    $M ${set}_minibwa minibwa map -t 16 mb/chr20.fa $IN | cut -c1-120; rm -f ${set}_minibwa.out
+    $M ${set}_strobealign strobealign -t 16 chr20.fa $IN | cut -c1-120; rm -f ${set}_strobealign.out
+    grep -i "total time mapping" ${set}_strobealign.err
+  done
+}

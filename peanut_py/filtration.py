@@ -328,6 +328,11 @@ class _Filtration:
         touched = self.device.empty(n_words, np.uint32)
         self.device.launch(self.knl.touched_buckets, n_words, self.qi.I.data, np.uint64(n_buckets),
                            np.uint32(n_words), touched.data)
+        # and the buckets of their reverse complements, which the reverse strands hold
+        qi = self.qi
+        if qi.n_distinct:
+            self.device.launch(self.knl.touched_reverse, qi.n_distinct, self.rb.text.data, qi.O.data, qi.Sp.data,
+                               qi.Ob.data, np.uint32(qi.n_distinct), np.uint64(n_buckets), touched.data)
         return touched.get()
 
     def _gather(self, budget, join_budget):
@@ -342,7 +347,7 @@ class _Filtration:
         packed_chunks, present, used, n_total = [], [], 0, 0
         for chunk in self.resident.qgram_chunks(self.max_buckets, self.touched):
             self.step("upload")
-            values, ranges, n = self._present(chunk)
+            values, strands, ranges, n = self._present(chunk)
             if n == 0:
                 continue
             sizes, starts = device.empty(n, np.uint64), device.empty(n, np.uint64)
@@ -360,7 +365,7 @@ class _Filtration:
             del sizes, starts
             # the chunk's buckets are overwritten by the next chunk: the packed chunk needs only its list
             packed_chunks.append(chunk._replace(buckets=None, positions=packed, n_positions=n_packed))
-            present.append((values[:n].copy(), ranges[: 2 * n].copy(), n))  # the lists' room is released
+            present.append((values[:n].copy(), strands[:n].copy(), ranges[: 2 * n].copy(), n))  # room released
             self.step("gather")
         self.n_packed = len(packed_chunks)
         if len(packed_chunks) < 2 or 2 * used > join_budget:
@@ -379,24 +384,26 @@ class _Filtration:
 
         queue, pool = self.device.queue, self.device.pool
         positions = cla.concatenate([c.positions[: c.n_positions] for c in chunks], queue=queue, allocator=pool)
-        values = cla.concatenate([v for v, _, _ in present], queue=queue, allocator=pool)
+        values = cla.concatenate([v for v, _, _, _ in present], queue=queue, allocator=pool)
+        strands = cla.concatenate([f for _, f, _, _ in present], queue=queue, allocator=pool)
         offset, moved = 0, []
-        for c, (_, r, _) in zip(chunks, present):
+        for c, (_, _, r, _) in zip(chunks, present):
             moved.append(r + r.dtype.type(offset) if offset else r)
             offset += c.n_positions
         ranges = cla.concatenate(moved, queue=queue, allocator=pool)
-        n = sum(k for _, _, k in present)
+        n = sum(k for _, _, _, k in present)
         n_buckets = self.resident.n_buckets
-        self._present_cache[(0, n_buckets)] = (values, ranges, n)
+        self._present_cache[(0, n_buckets)] = (values, strands, ranges, n)
         return chunks[0]._replace(buckets=None, positions=positions, b_base=0, n_buckets=n_buckets, first_bucket=0,
                                   n_positions=n_positions)
 
     # ---- one chunk of the q-gram table
     def _present(self, chunk):
-        """(values, ranges, count) of the chunk's kmers that the read buffer holds (device arrays; at most
-        one per distinct q-gram of the read buffer, and one per position of the chunk).  A resident table is
-        scanned once per filtration (its chunks are views of one array); streamed chunks are scanned as they
-        come."""
+        """(values, strands, ranges, count) of the chunk's kmers that the read buffer holds (device arrays):
+        each distinct q-gram g of the read buffer's index at most twice, as itself (strand 0) and as rc(g)
+        (strand 1, the reverse strands' occurrences; see kernels/filter.cl), and each value of the chunk at
+        most twice.  A resident table is scanned once per filtration (its chunks are views of one array);
+        streamed chunks are scanned as they come."""
         key = (chunk.first_bucket, chunk.n_buckets)
         if key in self._present_cache:
             return self._present_cache[key]
@@ -405,17 +412,23 @@ class _Filtration:
         if n_pos is None:  # a view of the resident table
             n_pos = int(res.n_positions)
         (s0, s1), (o0, o1) = self._slot_range(chunk)
-        # at most one present kmer per read occurrence of the slots and per position of the chunk
-        room = max(1, min(n_pos, o1 - o0))
+        whole = (s0, s1) == (0, qi.n_distinct)
+        # the forward lookups need the slots of the chunk's keys, the reverse ones (rc(g) of a slot's key lies
+        # in any bucket) every slot; one launch does both when these are the same
+        launches = [(0, qi.n_distinct, 3)] if whole else [(s0, s1, 1), (0, qi.n_distinct, 2)]
+        room = max(1, min(n_pos, o1 - o0) + min(n_pos, qi.n_occurrences))
         values = device.empty(room, np.uint32)
+        strands = device.empty(room, np.uint8)
         ranges = device.empty(2 * room, res.starts_dtype)
         n_present = device.zeros(1, np.uint32)
-        if s1 > s0:
-            device.launch(self.knl.present_kmers, s1 - s0, chunk.buckets.data, np.uint64(chunk.b_base),
-                          np.uint32(chunk.n_buckets), np.uint32(chunk.first_bucket), chunk.positions.data,
-                          res.packed.data, self.rb.text.data, qi.O.data, qi.Sp.data, qi.Ob.data,
-                          np.uint32(s0), np.uint32(s1), values.data, ranges.data, n_present.data)
-        result = (values, ranges, int(n_present.get()[0]))
+        for a, b, which in launches:
+            if b > a:
+                device.launch(self.knl.present_kmers, b - a, chunk.buckets.data, np.uint64(chunk.b_base),
+                              np.uint32(chunk.n_buckets), np.uint32(chunk.first_bucket), chunk.positions.data,
+                              res.packed.data, self.rb.text.data, qi.O.data, qi.Sp.data, qi.Ob.data,
+                              np.uint32(a), np.uint32(b), np.uint32(which), values.data, strands.data, ranges.data,
+                              n_present.data)
+        result = (values, strands, ranges, int(n_present.get()[0]))
         if not res.streamed:
             self._present_cache[key] = result
         return result
@@ -467,8 +480,8 @@ class _Filtration:
             count_knl = knl.count_hits_by_position
         else:
             present = self._present(chunk)
-            work = (present[0].data, present[1].data, np.uint32(present[2]))
-            extra, n_items = (), present[2]
+            work = (present[0].data, present[1].data, present[2].data, np.uint32(present[3]))
+            extra, n_items = (), present[3]
             count_knl = knl.count_hits
         if n_items == 0:
             return _Pass(chunk, work, extra, present, None, None, 0)
@@ -478,10 +491,10 @@ class _Filtration:
         # atomics, CPU devices by per-position writes summed per read strand.
         mode, hits_at = (0 if rs_hits is None else 1), None
         if rs_hits is not None and occ is not None and device.host_memory and self.scatter_counts:
-            t0, t1 = (int(x) for x in self.rb.rs_start_host[[r0, r1]])
+            t0, t1 = self._text_range(r0, r1)
             mode, hits_at = 2, device.zero_words(device.empty(t1 - t0, np.uint32))
         device.launch(count_knl, n_items, *work, *self._index(r0, r1), *extra,
-                      self.rb.pos_rs.data, np.uint32(r0), np.uint32(mode),
+                      self.rb.pos_rs.data, self.rb.rs_start.data, np.uint32(r0), np.uint32(mode),
                       (rs_hits if rs_hits is not None else counts).data, counts.data,
                       *(() if occ is None else (occ.data, (hits_at if hits_at is not None else occ).data)))
         if mode == 2:
@@ -501,18 +514,27 @@ class _Filtration:
             lookup = (*p.work, *self._index(r0, r1), *p.extra)
             knl, items = self.knl.emit_hits_by_position, int(p.extra[1])
         else:
-            lookup = (p.present[1].data, np.uint32(p.present[2]), self.qi.O.data, p.occ.data,
+            lookup = (p.present[1].data, p.present[2].data, np.uint32(p.present[3]), self.qi.O.data, p.occ.data,
                       chunk.positions.data)
             knl, items = self.knl.emit_hits, -(-(w1 - w0) // EMIT_BLOCK)
         self.device.launch(knl, items, *lookup, self.rb.pos_rs.data, self.rb.rs_start.data,
                            p.offsets.data, np.uint64(w0), np.uint64(w1), np.uint32(r0), cursor.data, diags.data)
         self.step("emit")
 
-    def _index(self, r0, r1):
+    def _text_range(self, r0, r1):
+        """(t0, t1): text positions of read strands [r0, r1) and of the forward strands of their reads, where
+        the index holds their occurrences (a range is whole reads, or one read strand)."""
         rs_start = self.rb.rs_start_host
+        return int(rs_start[r0 & ~1]), int(rs_start[r1])
+
+    def _index(self, r0, r1):
+        """The q-group index's kernel arguments for read strands [r0, r1): its arrays, the forward text
+        range, and the strands a range of one read strand selects (bit 0 forward, bit 1 reverse)."""
         qi = self.qi
-        return (qi.I.data, qi.S.data, qi.Sp.data, qi.O.data, qi.Ob.data, np.uint32(rs_start[r0]),
-                np.uint32(rs_start[r1]))
+        t0, t1 = self._text_range(r0, r1)
+        strands = 3 if r1 - r0 > 1 else 1 << (r0 & 1)
+        return (qi.I.data, qi.S.data, qi.Sp.data, qi.O.data, qi.Ob.data, np.uint32(t0), np.uint32(t1),
+                np.uint32(strands))
 
     # ---- one range of read strands
     def _count_range(self, r0, r1):
@@ -620,10 +642,15 @@ class _Filtration:
             if total == 0:
                 continue
             if total > self.window and r1 - r0 > 1:
-                # Equal numbers of read strands per range, enough ranges for the hits to fit on average;
-                # a range that still overflows is split again.
-                k = min(r1 - r0, -(-total // self.window) + 1)
-                bounds = [r0 + (r1 - r0) * i // k for i in range(k + 1)]
+                # Equal numbers of reads per range (both strands of a read share its index occurrences),
+                # enough ranges for the hits to fit on average; a range that still overflows is split again,
+                # a single read into its two strands.
+                n_reads = (r1 - r0) // 2
+                k = min(n_reads, -(-total // self.window) + 1)
+                if k > 1:
+                    bounds = [r0 + 2 * (n_reads * i // k) for i in range(k + 1)]
+                else:
+                    bounds = [r0, r0 + 1, r1]
                 ranges.extend(reversed(list(zip(bounds[:-1], bounds[1:]))))
                 continue
             self.n_raw += total

@@ -363,8 +363,9 @@ def test_pack_touched_checks_its_arguments():
 @pytest.mark.parametrize("fold", [0, 1])
 @pytest.mark.parametrize("bits", [22, 17, 12, 3])  # key shift below 0 (fold 1), 0 .. 4, 5 and beyond
 def test_touched_buckets_match_numpy(device, planted, fold, bits):
-    """touched_buckets sets the bit of every bucket that holds a key of the read buffer (where a folded key
-    spans several buckets, all of them) and no other."""
+    """touched_buckets sets the bit of every bucket that holds a key of the q-group index (where a folded key
+    spans several buckets, all of them) and no other; touched_reverse adds exactly the buckets of the reverse
+    strands' q-grams."""
     p = planted
     q = p["q"]
     qi = QGroupIndex(device, p["rb"], q, fold=fold)
@@ -381,6 +382,12 @@ def test_touched_buckets_match_numpy(device, planted, fold, bits):
     out = device.empty(n_words, np.uint32)
     device.launch(knl.touched_buckets, n_words, qi.I.data, np.uint64(n_buckets), np.uint32(n_words), out.data)
     np.testing.assert_array_equal(out.get(), touched_reference(n_buckets, np.unique(buckets.ravel())))
+    device.launch(knl.touched_reverse, qi.n_distinct, p["rb"].text.data, qi.O.data, qi.Sp.data, qi.Ob.data,
+                  np.uint32(qi.n_distinct), np.uint64(n_buckets), out.data)
+    reverse = read_values(p, q, 1) >> suffix
+    if bits >= 12:  # buckets the forward keys do not touch: the reverse strands add some
+        assert not np.isin(reverse, buckets).all()
+    np.testing.assert_array_equal(out.get(), touched_reference(n_buckets, np.union1d(buckets.ravel(), reverse)))
 
 
 def test_chunk_bounds_match_a_greedy_scan():
@@ -489,11 +496,17 @@ def test_sequence_too_large_for_device_is_an_error(planted):
 
 # ---------------------------------------------------------------- filtration
 
-def read_keys(p, q, fold):
-    """The key (q-gram value without its fold low bases) of every read q-gram of the planted buffer."""
+def read_values(p, q, strand):
+    """The value of every q-gram of the planted buffer's forward (``strand`` 0) or reverse (1) read strands."""
     text, rs_start, pos_rs = ref_text(p["codes"], p["offsets"])
-    g, _ = ref_qgrams(text, rs_start, pos_rs, q)
-    return g.astype(np.int64) >> (2 * fold)
+    g, t = ref_qgrams(text, rs_start, pos_rs, q)
+    return g[pos_rs[t] % 2 == strand].astype(np.int64)
+
+
+def read_keys(p, q, fold):
+    """The key (q-gram value without its fold low bases) of every q-gram that the planted buffer's q-group
+    index holds: those of the forward read strands."""
+    return read_values(p, q, 0) >> (2 * fold)
 
 
 @pytest.mark.parametrize("fold", [0, 1])
@@ -525,8 +538,10 @@ def test_key_ranks_match_numpy(device, planted, fold):
 @pytest.mark.parametrize("bits", [None, 3, 22])  # the build's choice, large buckets, one kmer per bucket
 @pytest.mark.parametrize("fold", [0, 1])
 def test_present_kmers_match_numpy(device, planted, fold, bits, slots):
-    """present_kmers lists, in some order, exactly the kmers of a chunk of the table that occur in the read
-    buffer, each with its range of positions."""
+    """present_kmers lists, in some order, exactly the kmers of a chunk of the table that occur on the read
+    buffer's forward strands (strand 0, as themselves) and on its reverse strands (strand 1, as the reverse
+    complement the index holds), each with its range of positions: in one launch over every slot, or as a
+    chunk does it, the forward lookups over the slots of its keys and the reverse ones over every slot."""
     import pyopencl.array as cla
 
     p = planted
@@ -539,32 +554,45 @@ def test_present_kmers_match_numpy(device, planted, fold, bits, slots):
     # a chunk that starts inside the table: at the bucket of its tenth kmer
     first = max(1, int(ref["kmers"][len(ref["kmers"]) // 10]) >> (2 * q - bits))
     n = len(buckets) - 1 - first
-    room = qi.n_occurrences
+    room = 2 * qi.n_occurrences
     values, ranges = cla.empty(device.queue, room, np.uint32), cla.empty(device.queue, 2 * room, np.uint32)
+    strands = cla.empty(device.queue, room, np.uint8)
     n_present = cla.zeros(device.queue, 1, np.uint32)
-    # the slots from the chunk's first key on (the chunk runs to the table's end)
-    if slots == "chunk":
+    if slots == "chunk":  # forward lookups from the slot of the chunk's first key on (it runs to the table's end)
         shift = 2 * q - bits - 2 * fold
         key = first << shift if shift >= 0 else first >> -shift
         s0 = int(np.searchsorted(np.unique(read_keys(p, q, fold)), key))
+        launches = [(s0, 1), (0, 2)]
     else:
-        s0 = 0
-    device.launch(knl.present_kmers, qi.n_distinct - s0, res.buckets.data, np.uint64(first), np.uint32(n),
-                  np.uint32(first), res.positions.data, res.packed.data, p["rb"].text.data, qi.O.data, qi.Sp.data,
-                  qi.Ob.data, np.uint32(s0), np.uint32(qi.n_distinct), values.data, ranges.data, n_present.data)
+        launches = [(0, 3)]
+    for a, which in launches:
+        device.launch(knl.present_kmers, qi.n_distinct - a, res.buckets.data, np.uint64(first), np.uint32(n),
+                      np.uint32(first), res.positions.data, res.packed.data, p["rb"].text.data, qi.O.data,
+                      qi.Sp.data, qi.Ob.data, np.uint32(a), np.uint32(qi.n_distinct), np.uint32(which), values.data,
+                      strands.data, ranges.data, n_present.data)
     k = int(n_present.get()[0])
-    got_values = values.get()[:k]
-    order = np.argsort(got_values)
-    got_values, got_ranges = got_values[order], ranges.get()[: 2 * k].reshape(-1, 2)[order]
-    text, rs_start, pos_rs = ref_text(p["codes"], p["offsets"])
-    g, _ = ref_qgrams(text, rs_start, pos_rs, q)
+    got = np.stack([strands.get()[:k].astype(np.int64), values.get()[:k], *ranges.get()[: 2 * k].reshape(-1, 2).T])
+    got = got[:, np.lexsort(got[::-1])]
     kmers, starts = ref["kmers"], ref["kmer_starts"]
     in_chunk = kmers.astype(np.uint64) >= np.uint64(first) << np.uint64(2 * q - bits)
-    want = np.flatnonzero(in_chunk & np.isin(kmers, np.unique(g)))
-    np.testing.assert_array_equal(got_values, kmers[want])
-    np.testing.assert_array_equal(got_ranges[:, 0], starts[want])
-    np.testing.assert_array_equal(got_ranges[:, 1], starts[want + 1])
-    assert 0 < len(want) < len(kmers) and len(want) < np.isin(kmers, np.unique(g)).sum()
+    want = []
+    for strand in (0, 1):
+        j = np.flatnonzero(in_chunk & np.isin(kmers, np.unique(read_values(p, q, strand))))
+        value = kmers[j] if strand == 0 else reverse_complement_values(kmers[j], q)
+        want.append(np.stack([np.full(len(j), strand), value, starts[j], starts[j + 1]]))
+        assert 0 < len(j) < np.isin(kmers, np.unique(read_values(p, q, strand))).sum()
+    want = np.concatenate(want, axis=1).astype(np.int64)
+    want = want[:, np.lexsort(want[::-1])]
+    np.testing.assert_array_equal(got, want)
+
+
+def reverse_complement_values(values, q):
+    """The reverse complements of q-gram values (first base in the high bits)."""
+    values = np.asarray(values, np.int64)
+    out = np.zeros_like(values)
+    for i in range(q):
+        out = (out << 2) | (3 - ((values >> (2 * i)) & 3))
+    return out
 
 
 def test_raw_hits_and_candidates_match_brute_force(device, planted):

@@ -13,6 +13,14 @@
 // A raw hit is one pair (reference position p of a kept q-gram, text position t of the same q-gram in the
 // read buffer) on read strand rs = pos_rs[t]; it is stored as its diagonal p - (offset of t in rs) in the
 // slot of rs: every read strand of the range owns one slot of a diagonal array, sized by the counting pass.
+// Strands: the q-group index holds the forward read strands' q-grams only (qgroup.cl).  The reverse strand
+// of a read holds value v at offset L - Q - k exactly where its forward strand holds rc(v) at offset k, so
+// the reverse strand's occurrences of v are the index's occurrences of rc(v), moved (reverse_occurrence).  A
+// present kmer therefore carries a strand (present_strand): 0, the index's occurrences of its value as they
+// are; 1, those of its value's reverse complement, on the reverse strands.  Hits are produced for the read
+// strands r0 .. r1 - 1; the index's occurrences are restricted to the forward text [t0, t1) of their reads
+// and to the strands in the bit mask `strands` (bit 0 forward, bit 1 reverse; both unless the range is one
+// read strand).
 
 #include "qgroup_lookup.clh"
 #include "sort_local.clh"
@@ -76,7 +84,35 @@ inline void index_pair_in(__global const uint *I, __global const uint *S, __glob
 }
 
 #define INDEX_ARGS __global const uint *I, __global const uint *S, __global const uint *Sp, \
-                   __global const uint *O, __global const uchar *Ob, const uint t0, const uint t1
+                   __global const uint *O, __global const uchar *Ob, const uint t0, const uint t1, \
+                   const uint strands
+
+// Reverse complement of a q-gram value (first base in the high bits): complement every base, reverse their
+// order.
+inline uint qgram_rc(uint g)
+{
+    uint y = ~g;
+    y = (y >> 16) | (y << 16);
+    y = ((y >> 8) & 0x00FF00FFu) | ((y & 0x00FF00FFu) << 8);
+    y = ((y >> 4) & 0x0F0F0F0Fu) | ((y & 0x0F0F0F0Fu) << 4);
+    y = ((y >> 2) & 0x33333333u) | ((y & 0x33333333u) << 2);
+    return Q == 16 ? y : y >> (32 - 2 * Q);
+}
+
+// Read strand and offset of the occurrence at forward text position t, taken on `strand` (see above): as it
+// is, or moved to the reverse strand, where the reverse complement of its q-gram starts at L - Q - k.
+inline void strand_occurrence(__global const uint *pos_rs, __global const uint *rs_start, uint t, uint strand,
+                              uint *rs, uint *off)
+{
+    uint r = pos_rs[t], k = t - rs_start[r];
+    if (strand) {
+        *off = rs_start[r + 1] - rs_start[r] - Q - k;
+        *rs = r + 1;
+    } else {
+        *off = k;
+        *rs = r;
+    }
+}
 
 // Kmers of the chunk that occur in the read buffer, appended in any order as their value (present_value[j])
 // and their range of the chunk's positions (present_range[2j], present_range[2j + 1]).  One work-item per
@@ -106,10 +142,11 @@ inline STARTS_T search_bucket(__global const uint *positions, __global const uin
     return lo;
 }
 
-// Appends kmer g to the present list when the chunk holds it: the chunk holds buckets first_bucket ..
-// first_bucket + n_b - 1, at entries b_base .. of its bucket table.
-inline void find_kmer(uint g, __global const STARTS_T *buckets, ulong b_base, uint n_b, uint first_bucket,
-                      __global const uint *positions, __global const uint *packed, __global uint *present_value,
+// Appends kmer g (as the index's value `value` on `strand`) to the present list when the chunk holds it:
+// the chunk holds buckets first_bucket .. first_bucket + n_b - 1, at entries b_base .. of its bucket table.
+inline void find_kmer(uint g, uint value, uint strand, __global const STARTS_T *buckets, ulong b_base, uint n_b,
+                      uint first_bucket, __global const uint *positions, __global const uint *packed,
+                      __global uint *present_value, __global uchar *present_strand,
                       __global STARTS_T *present_range, __global uint *n_present)
 {
     uint b = g >> SUFFIX_BITS;
@@ -123,29 +160,46 @@ inline void find_kmer(uint g, __global const STARTS_T *buckets, ulong b_base, ui
     while (hi < end && hi - lo < 4 && qgram_at(packed, positions[hi]) == g) ++hi;
     if (hi - lo == 4) hi = g == 0xFFFFFFFFu ? end : search_bucket(positions, packed, hi, end, g + 1);
     uint j = atomic_inc(n_present);
-    present_value[j] = g;
+    present_value[j] = value;
+    present_strand[j] = (uchar)strand;
     present_range[2 * j] = lo;
     present_range[2 * j + 1] = hi;
 }
 
+// One past the last entry of O[k .. end) (one slot) with the q-gram of entry k: folded, a slot holds up to
+// 4^FOLD values told apart by Ob; unfolded, one.
+inline uint value_end(__global const uchar *Ob, uint k, uint end)
+{
+#if FOLD > 0
+    uint next = k + 1;
+    while (next < end && Ob[next] == Ob[k]) ++next;
+    return next;
+#else
+    return end;
+#endif
+}
+
 // One work-item per slot s0 <= s < s1 of the q-group index (a key; folded, up to 4^FOLD values told apart
-// by Ob): the slots whose keys can fall into the chunk's buckets (see key_ranks).
+// by Ob).  Each value g of the slot is sought as itself (strand 0, with bit 0 of `strands`) and as rc(g)
+// (strand 1, bit 1): the forward lookups of a chunk need only the slots whose keys can fall into its buckets
+// (see key_ranks), the reverse ones any slot.
 __kernel void present_kmers(__global const STARTS_T *buckets, const ulong b_base, const uint n_b,
                             const uint first_bucket, __global const uint *positions, __global const uint *packed,
                             __global const uchar *text, __global const uint *O, __global const uint *Sp,
-                            __global const uchar *Ob, const uint s0, const uint s1, __global uint *present_value,
+                            __global const uchar *Ob, const uint s0, const uint s1, const uint strands,
+                            __global uint *present_value, __global uchar *present_strand,
                             __global STARTS_T *present_range, __global uint *n_present)
 {
     uint s = s0 + get_global_id(0);
     if (s >= s1) return;
-    for (uint k = Sp[s], end = Sp[s + 1]; k < end;) {
-        uint next = end;
-#if FOLD > 0
-        for (next = k + 1; next < end && Ob[next] == Ob[k]; ++next) {}
-#endif
-        find_kmer(read_qgram(text, O[k]), buckets, b_base, n_b, first_bucket, positions, packed, present_value,
-                  present_range, n_present);
-        k = next;
+    for (uint k = Sp[s], end = Sp[s + 1]; k < end; k = value_end(Ob, k, end)) {
+        uint g = read_qgram(text, O[k]);
+        if (strands & 1u)
+            find_kmer(g, g, 0, buckets, b_base, n_b, first_bucket, positions, packed, present_value, present_strand,
+                      present_range, n_present);
+        if (strands & 2u)
+            find_kmer(qgram_rc(g), g, 1, buckets, b_base, n_b, first_bucket, positions, packed, present_value,
+                      present_strand, present_range, n_present);
     }
 }
 
@@ -180,6 +234,20 @@ __kernel void touched_buckets(__global const uint *I, const ulong n_buckets, con
         if (b < n_buckets && bucket_touched(I, b)) bits |= 1u << j;
     }
     touched[w] = bits;
+}
+
+// The buckets of the reverse complements of the read buffer's q-grams (which the reverse strands hold; I
+// marks the forward strands' keys only), added to touched: one work-item per slot of the q-group index.
+__kernel void touched_reverse(__global const uchar *text, __global const uint *O, __global const uint *Sp,
+                              __global const uchar *Ob, const uint n_slots, const ulong n_buckets,
+                              __global uint *touched)
+{
+    uint s = get_global_id(0);
+    if (s >= n_slots) return;
+    for (uint k = Sp[s], end = Sp[s + 1]; k < end; k = value_end(Ob, k, end)) {
+        ulong b = qgram_rc(read_qgram(text, O[k])) >> SUFFIX_BITS;
+        if (b < n_buckets) atomic_or(&touched[b >> 5], 1u << (b & 31u));
+    }
 }
 
 // out[i] = the slots of the q-group index whose keys are below keys[i], out[n + i] = where they end in O
@@ -221,31 +289,35 @@ __kernel void gather_positions(__global STARTS_T *present_range, const uint n_pr
 
 // Counting pass (Algorithm 2, lines 1-4), one work-item per present kmer j.  A kmer with n_ref
 // reference positions and n_read occurrences in the selected read strands yields n_ref * n_read hits.  The
-// occurrences' range of O is kept (occ[2j], occ[2j + 1]) for the emit pass, which so looks nothing up in
-// the q-group index.  count_rs says how each occurrence's n_ref hits reach the hit count of its read strand
-// (rs_hits[rs - r0], the size of its slot): 0 not at all, 1 by atomic_add, 2 by writing n_ref at the
-// occurrence's text position (hits_at[t - t0]; every text position holds one q-gram, so no two work-items
-// write one entry), which strand_hits then sums per read strand.  On a CPU device the atomics, contended by every core, cost
-// most of the pass, and the writes and the sum a small part of it.  uint counters wrap only when a range has
-// 2^32 hits or more; such a range exceeds every hit window and is split before its slot sizes are used.
-__kernel void count_hits(__global const uint *present_value, __global const STARTS_T *present_range,
-                         const uint n_present, INDEX_ARGS,
-                         __global const uint *pos_rs, const uint r0, const uint count_rs,
-                         __global uint *rs_hits, __global ulong *counts, __global uint *occ,
+// occurrences' range of O is kept (occ[2j], occ[2j + 1]; empty where the kmer's strand is not selected) for
+// the emit pass, which so looks nothing up in the q-group index.  count_rs says how each occurrence's n_ref
+// hits reach the hit count of its read strand (rs_hits[rs - r0], the size of its slot): 0 not at all, 1 by
+// atomic_add, 2 by writing n_ref at the occurrence's text position on its strand (hits_at[t - t0]; every
+// text position holds one q-gram, so no two work-items write one entry), which strand_hits then sums per
+// read strand.  On a CPU device the atomics, contended by every core, cost most of the pass, and the
+// writes and the sum a small part of it.  uint counters wrap only when a range has 2^32 hits or more; such a
+// range exceeds every hit window and is split before its slot sizes are used.
+__kernel void count_hits(__global const uint *present_value, __global const uchar *present_strand,
+                         __global const STARTS_T *present_range, const uint n_present, INDEX_ARGS,
+                         __global const uint *pos_rs, __global const uint *rs_start, const uint r0,
+                         const uint count_rs, __global uint *rs_hits, __global ulong *counts, __global uint *occ,
                          __global uint *hits_at)
 {
     uint j = get_global_id(0);
     if (j >= n_present) return;
-    uint ks, ke;
-    index_pair_in(I, S, Sp, O, Ob, present_value[j], t0, t1, &ks, &ke);
+    uint strand = present_strand[j];
+    uint ks = 0, ke = 0;
+    if ((strands >> strand) & 1u) index_pair_in(I, S, Sp, O, Ob, present_value[j], t0, t1, &ks, &ke);
     ulong n_ref = present_range[2 * j + 1] - present_range[2 * j];
     counts[j] = (ulong)(ke - ks) * n_ref;
     occ[2 * j] = ks;
     occ[2 * j + 1] = ke;
-    if (count_rs == 1)
-        for (uint b = ks; b < ke; ++b) atomic_add(&rs_hits[pos_rs[O[b]] - r0], (uint)n_ref);
-    else if (count_rs == 2)
-        for (uint b = ks; b < ke; ++b) hits_at[O[b] - t0] = (uint)n_ref;
+    for (uint b = ks; b < ke && count_rs; ++b) {
+        uint rs, off;
+        strand_occurrence(pos_rs, rs_start, O[b], strand, &rs, &off);
+        if (count_rs == 1) atomic_add(&rs_hits[rs - r0], (uint)n_ref);
+        else hits_at[rs_start[rs] + off - t0] = (uint)n_ref;
+    }
 }
 
 // rs_hits[s] += the hits that count_hits wrote at the text positions of read strand r0 + s (hits_at holds
@@ -269,8 +341,8 @@ __kernel void strand_hits(__global const uint *hits_at, __global const uint *rs_
 // EMIT_BLOCK: every work-item does the same amount of work however skewed the hits per kmer are (a kmer
 // kept 1000 times in the reference meeting a q-gram that 10^4 reads share would otherwise leave one
 // work-item with 10^7 hits); its first kmer is found by binary search in offsets.
-__kernel void emit_hits(__global const STARTS_T *present_range, const uint n_present, __global const uint *O,
-                        __global const uint *occ,
+__kernel void emit_hits(__global const uchar *present_strand, __global const STARTS_T *present_range,
+                        const uint n_present, __global const uint *O, __global const uint *occ,
                         __global const uint *positions, __global const uint *pos_rs,
                         __global const uint *rs_start, __global const ulong *offsets, const ulong w0,
                         const ulong w1, const uint r0, __global uint *cursor, __global uint *diags)
@@ -294,11 +366,11 @@ __kernel void emit_hits(__global const STARTS_T *present_range, const uint n_pre
         if (h >= stop) continue;
         uint b = ks + (uint)((h - base) / n_ref);
         ulong a = (h - base) % n_ref;
+        uint strand = present_strand[j];
         while (h < stop) {
             uint run = (uint)min(stop - h, n_ref - a);
-            uint t = O[b];
-            uint rs = pos_rs[t];
-            uint off = t - rs_start[rs];
+            uint rs, off;
+            strand_occurrence(pos_rs, rs_start, O[b], strand, &rs, &off);
             uint at = atomic_add(&cursor[rs - r0], run);
             for (uint i = 0; i < run; ++i) diags[at + i] = positions[p0 + a + i] - off;
             h += run;
@@ -309,19 +381,34 @@ __kernel void emit_hits(__global const STARTS_T *present_range, const uint n_pre
 }
 
 // Per-position variant of the two passes (the paper's loop over P): one work-item per position first + x of
-// the chunk, its q-gram value read from the packed sequence.  Every hit is a run of its own.
+// the chunk, its q-gram value v read from the packed sequence; its hits are the index's occurrences of v
+// (strand 0) then those of rc(v) (strand 1), each selected strand's.  Every hit is a run of its own.
+inline void position_ranges(__global const uint *I, __global const uint *S, __global const uint *Sp,
+                            __global const uint *O, __global const uchar *Ob, uint t0, uint t1, uint strands,
+                            uint v, uint *ks, uint *ke)
+{
+    ks[0] = ke[0] = ks[1] = ke[1] = 0;
+    if (strands & 1u) index_pair_in(I, S, Sp, O, Ob, v, t0, t1, &ks[0], &ke[0]);
+    if (strands & 2u) index_pair_in(I, S, Sp, O, Ob, qgram_rc(v), t0, t1, &ks[1], &ke[1]);
+}
+
 __kernel void count_hits_by_position(__global const uint *packed, __global const uint *positions, INDEX_ARGS,
                                      const ulong first, const uint n_pos, __global const uint *pos_rs,
-                                     const uint r0, const uint count_rs, __global uint *rs_hits,
-                                     __global ulong *counts)
+                                     __global const uint *rs_start, const uint r0, const uint count_rs,
+                                     __global uint *rs_hits, __global ulong *counts)
 {
     uint x = get_global_id(0);
     if (x >= n_pos) return;
-    uint ks, ke;
-    index_pair_in(I, S, Sp, O, Ob, qgram_at(packed, positions[first + x]), t0, t1, &ks, &ke);
-    counts[x] = ke - ks;
+    uint ks[2], ke[2];
+    position_ranges(I, S, Sp, O, Ob, t0, t1, strands, qgram_at(packed, positions[first + x]), ks, ke);
+    counts[x] = (ke[0] - ks[0]) + (ke[1] - ks[1]);
     if (count_rs)
-        for (uint b = ks; b < ke; ++b) atomic_inc(&rs_hits[pos_rs[O[b]] - r0]);
+        for (uint strand = 0; strand < 2; ++strand)
+            for (uint b = ks[strand]; b < ke[strand]; ++b) {
+                uint rs, off;
+                strand_occurrence(pos_rs, rs_start, O[b], strand, &rs, &off);
+                atomic_inc(&rs_hits[rs - r0]);
+            }
 }
 
 __kernel void emit_hits_by_position(__global const uint *packed, __global const uint *positions, INDEX_ARGS,
@@ -332,14 +419,17 @@ __kernel void emit_hits_by_position(__global const uint *packed, __global const 
     uint x = get_global_id(0);
     if (x >= n_pos) return;
     uint p = positions[first + x];
-    uint ks, ke;
-    index_pair_in(I, S, Sp, O, Ob, qgram_at(packed, p), t0, t1, &ks, &ke);
+    uint ks[2], ke[2];
+    position_ranges(I, S, Sp, O, Ob, t0, t1, strands, qgram_at(packed, p), ks, ke);
     ulong base = offsets[x];
-    ulong lo = max(base, w0), hi = min(base + (ke - ks), w1);
-    for (ulong h = lo; h < hi; ++h) {
-        uint t = O[ks + (uint)(h - base)];
-        uint rs = pos_rs[t];
-        diags[atomic_inc(&cursor[rs - r0])] = p - (t - rs_start[rs]);
+    for (uint strand = 0; strand < 2; ++strand) {
+        ulong lo = max(base, w0), hi = min(base + (ke[strand] - ks[strand]), w1);
+        for (ulong h = lo; h < hi; ++h) {
+            uint rs, off;
+            strand_occurrence(pos_rs, rs_start, O[ks[strand] + (uint)(h - base)], strand, &rs, &off);
+            diags[atomic_inc(&cursor[rs - r0])] = p - off;
+        }
+        base += ke[strand] - ks[strand];
     }
 }
 
@@ -405,16 +495,19 @@ inline void sort_slot(__global uint *a, __global uint *tmp, uint n)
 // Collapse rule: in a sorted slot, a cluster ends where the next diagonal is more than gap larger; it is
 // kept as a candidate when its votes (raw hits) reach slot_threshold (votes.clh).
 
-// Occurrences of the masked q-gram values in the read buffer, per read strand (one work-item per value).
+// Occurrences of the masked q-gram values in the read buffer, per read strand (one work-item per value):
+// masked value m on the forward strands, and where the index holds rc(m), m on the reverse strands.
 __kernel void count_masked(__global const uint *masked, const uint n_masked, __global const uint *I,
                            __global const uint *S, __global const uint *Sp, __global const uint *O,
                            __global const uchar *Ob, __global const uint *pos_rs, __global uint *masked_per_rs)
 {
     uint k = get_global_id(0);
     if (k >= n_masked) return;
-    uint ks, ke;
-    index_pair(I, S, Sp, Ob, masked[k], &ks, &ke);
-    for (uint b = ks; b < ke; ++b) atomic_inc(&masked_per_rs[pos_rs[O[b]]]);
+    for (uint strand = 0; strand < 2; ++strand) {
+        uint ks, ke;
+        index_pair(I, S, Sp, Ob, strand ? qgram_rc(masked[k]) : masked[k], &ks, &ke);
+        for (uint b = ks; b < ke; ++b) atomic_inc(&masked_per_rs[pos_rs[O[b]] + strand]);
+    }
 }
 
 #define THRESHOLD_ARGS __global const uint *rs_start, const uint r0, __global const uint *min_votes, \

@@ -12,7 +12,7 @@
 // in every pass over I.
 // The text holds, per read strand rs = 2*read + strand, its bases (0..3, 4 = N) back to back; rs_start has
 // n_rs + 1 entries and pos_rs maps every text position to its read strand.  A q-gram at text position t is
-// indexed when it lies inside one read strand and contains no code 4.
+// indexed when it lies inside one forward read strand (rs even) and contains no code 4.
 
 #include "qgroup_lookup.clh"
 #include "sort_local.clh"
@@ -88,8 +88,10 @@ __kernel void build_text(__global const uchar *codes, __global const uint *rs_st
     pos_rs[t] = rs;
 }
 
-// The q-gram value of every text position, computed once (valid[t] = 0: it leaves its read strand or has an
-// N).  The passes of Algorithm 1 below then do little more than their random accesses to I, S and the
+// The q-gram value of every text position, computed once (valid[t] = 0: it lies on a reverse read strand,
+// leaves its read strand or has an N).  The index holds the forward strands' q-grams only: a reverse
+// strand's q-grams are its forward strand's reverse complements, which filtration looks up instead
+// (filter.cl), so indexing them too would double the atomics of the passes below and the size of O.  The passes of Algorithm 1 below then do little more than their random accesses to I, S and the
 // counters.  On a CPU this split matters: a work-item that computes its q-gram (a 16-step loop) before its
 // random access leaves few cache misses in flight; mark_groups took 8x longer that way on PoCL.
 __kernel void qgram_values(__global const uchar *text, __global const uint *pos_rs,
@@ -99,7 +101,7 @@ __kernel void qgram_values(__global const uchar *text, __global const uint *pos_
     uint t = get_global_id(0);
     if (t >= n_text) return;
     uint g = 0;
-    valid[t] = text_qgram(text, pos_rs, rs_start, t, &g);
+    valid[t] = (pos_rs[t] & 1u) == 0 && text_qgram(text, pos_rs, rs_start, t, &g);
     value[t] = g;
 }
 

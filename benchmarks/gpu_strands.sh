@@ -1,0 +1,58 @@
+#!/bin/bash
+# A change to the device's kernels against the version before it, on the one-GPU host's speed sets (GRCh37
+# chr20, 10 M single-end 100 bp, seed 22, and 5 M pairs 2x150, seed 21, from mason; index prebuilt; -t 16):
+# both versions in turns, their SAMs compared (all but @PG), the kernels' device time of each (kernel_profile),
+# then minibwa and strobealign (its own mapping time) and, while time is left (MINIMAP2_BEFORE seconds since
+# the start, 420), minimap2 2.30.
+#   OLD_FILES=DIR WDIR=/dev/shm/ws bash benchmarks/gpu_strands.sh
+# OLD_FILES holds the earlier version's files of the package, at their paths in the repository, which are laid
+# over a copy of this installation (default .old_files; so only the changed files travel; the extensions must
+# be the same). On the GPU host, in the repository root, with .device, .bench_data and that folder carried.
+set -u
+W=${WDIR:-/tmp/ws}; OLD_FILES=$(readlink -f "${OLD_FILES:-.old_files}"); source "$(dirname "$0")/gpu_common.sh"
+# the earlier version: this installation with the earlier files laid over it (both have the same extensions);
+# NEW_FILES=DIR lays a later version's files over this one the same way
+lay_over() { (cd "$1" && find . -type f) | while read -r f; do cp "$1/$f" "$2/$f"; done; }
+rm -rf /tmp/old && cp -r /tmp/new /tmp/old && lay_over "$OLD_FILES" /tmp/old
+[ -n "${NEW_FILES:-}" ] && lay_over "$(readlink -f "$R/$NEW_FILES")" /tmp/new
+OLD="env PYTHONPATH=/tmp/old:/tmp/site python3 -m peanut_py"
+M="env MEASURE_GPU=0 python3 $R/benchmarks/measure.py"
+minibwa_index 4
+peanut_index
+simulate_pairs 5000000 8
+simulate_single 10000000 8
+wait; echo "prep $(( $(date +%s) - T0 )) s"
+head -4000 se.fq > tiny.fq
+$NEW map -t 16 chr20.h5 tiny.fq > /dev/null 2> warm_new.err
+$OLD map -t 16 chr20.h5 tiny.fq > /dev/null 2> warm_old.err
+for set in se pe; do
+  if [ $set = pe ]; then IN="r1.fq r2.fq"; else IN="se.fq"; fi
+  for run in old1 new1 old2 new2; do
+    if [ ${run%?} = old ]; then P=$OLD; else P=$NEW; fi
+    $M ${set}_$run $P map -t 16 chr20.h5 $IN -o $set.$run.sam | cut -c1-120
+    grep "reads/s" ${set}_$run.err | cut -c1-300 || tail -3 ${set}_$run.err
+    echo "md5 $(grep -v '^@PG' $set.$run.sam | md5sum | cut -c1-16)"
+    if [ $run = new1 ]; then
+      cmp -s <(grep -v '^@PG' $set.old1.sam) <(grep -v '^@PG' $set.new1.sam) \
+        && echo "$set: old and new SAM identical" || echo "$set: SAM DIFFERS"
+      rm -f $set.old1.sam
+    fi
+    [ $run = old1 ] || rm -f $set.$run.sam
+  done
+done
+echo "peanut done $(( $(date +%s) - T0 )) s"
+for v in old new; do
+  if [ $v = old ]; then PP=/tmp/old:/tmp/site; else PP=/tmp/new:/tmp/site; fi
+  env PYTHONPATH=$PP python3 $R/benchmarks/kernel_profile.py chr20.h5 se.fq -t 16 --top 14 -o /dev/null \
+    > prof_se_$v.txt 2>&1
+  echo "== kernel profile se $v"; cat prof_se_$v.txt | cut -c1-160 | tail -24
+done
+echo "profiles done $(( $(date +%s) - T0 )) s"
+map_peers
+for set in se pe; do
+  if [ $set = pe ]; then IN="r1.fq r2.fq"; else IN="se.fq"; fi
+  [ $(( $(date +%s) - T0 )) -lt ${MINIMAP2_BEFORE:-420} ] && {
+    [ -e chr20.mmi ] || minimap2-2.30 -x sr -d chr20.mmi chr20.fa > mm.log 2>&1
+    $M ${set}_minimap2 minimap2-2.30 -ax sr -t 16 chr20.mmi $IN | cut -c1-120; rm -f ${set}_minimap2.out; }
+done
+echo "total $(( $(date +%s) - T0 )) s"
