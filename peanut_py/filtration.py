@@ -646,11 +646,11 @@ class _Filtration:
                 # enough ranges for the hits to fit on average; a range that still overflows is split again,
                 # a single read into its two strands.
                 n_reads = (r1 - r0) // 2
-                k = min(n_reads, -(-total // self.window) + 1)
-                if k > 1:
-                    bounds = [r0 + 2 * (n_reads * i // k) for i in range(k + 1)]
-                else:
+                if n_reads == 1:
                     bounds = [r0, r0 + 1, r1]
+                else:
+                    k = min(n_reads, -(-total // self.window) + 1)
+                    bounds = [r0 + 2 * (n_reads * i // k) for i in range(k + 1)]
                 ranges.extend(reversed(list(zip(bounds[:-1], bounds[1:]))))
                 continue
             self.n_raw += total

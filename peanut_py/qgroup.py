@@ -1,14 +1,14 @@
 """The read buffer on the device and its q-group index (PEANUT, Section 2.2, Algorithm 1).
 
-A :class:`ReadBuffer` holds every read twice, forward then reverse complement (read strand
-``rs = 2 * read + strand``), in one text.  A :class:`QGroupIndex` indexes every overlapping q-gram of the
-forward read strands with the four arrays of the paper (a reverse strand's q-grams are the reverse
-complements of its forward strand's, which filtration looks up instead: half the work and half of O): ``I`` (one bit per possible key, w = 32 per word), ``S``
-(exclusive prefix sum of popcount(I)), ``Sp`` (S', exclusive prefix sum of the occurrence counts of the
-distinct keys, with one closing entry) and ``O`` (text positions, sorted by q-gram and ascending within a
-q-gram).  The key of a q-gram is the q-gram itself (the paper), or with ``fold`` = 1 its first q - 1 bases:
-I and S are then a quarter the size and a lookup finds the q-gram inside its key's slot of O by binary
-search on the last base (kernels/qgroup.cl, "Folding").  Lookups give the same ranges of the same O.
+A :class:`ReadBuffer` holds every read twice, forward then reverse complement (read strand ``rs = 2 * read +
+strand``), in one text. A :class:`QGroupIndex` indexes every overlapping q-gram of the forward read strands
+with the four arrays of the paper (a reverse strand's q-grams are the reverse complements of its forward
+strand's, which filtration looks up instead: half the work and half of O): ``I`` (one bit per possible key, w =
+32 per word), ``S`` (exclusive prefix sum of popcount(I)), ``Sp`` (S', exclusive prefix sum of the occurrence
+counts of the distinct keys, with one closing entry) and ``O`` (text positions, sorted by q-gram and ascending
+within a q-gram). The key of a q-gram is the q-gram itself (the paper), or with ``fold`` = 1 its first q - 1
+bases: I and S are then a quarter the size and a lookup finds the q-gram inside its key's slot of O by binary
+search on the last base (kernels/qgroup.cl, "Folding"). Lookups give the same ranges of the same O.
 """
 from collections import namedtuple
 

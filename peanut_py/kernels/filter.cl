@@ -15,7 +15,7 @@
 // slot of rs: every read strand of the range owns one slot of a diagonal array, sized by the counting pass.
 // Strands: the q-group index holds the forward read strands' q-grams only (qgroup.cl).  The reverse strand
 // of a read holds value v at offset L - Q - k exactly where its forward strand holds rc(v) at offset k, so
-// the reverse strand's occurrences of v are the index's occurrences of rc(v), moved (reverse_occurrence).  A
+// the reverse strand's occurrences of v are the index's occurrences of rc(v), moved (strand_occurrence).  A
 // present kmer therefore carries a strand (present_strand): 0, the index's occurrences of its value as they
 // are; 1, those of its value's reverse complement, on the reverse strands.  Hits are produced for the read
 // strands r0 .. r1 - 1; the index's occurrences are restricted to the forward text [t0, t1) of their reads
@@ -39,6 +39,17 @@
 #define SUFFIX_BITS 0
 #endif
 
+// The sixteen 2-bit fields of y in reverse order, of which the top Q: the q-gram whose base k is field k of y
+// (field k in bits 2k, 2k + 1).
+inline uint reversed_fields(uint y)
+{
+    y = (y >> 16) | (y << 16);
+    y = ((y >> 8) & 0x00FF00FFu) | ((y & 0x00FF00FFu) << 8);
+    y = ((y >> 4) & 0x0F0F0F0Fu) | ((y & 0x0F0F0F0Fu) << 4);
+    y = ((y >> 2) & 0x33333333u) | ((y & 0x33333333u) << 2);
+    return Q == 16 ? y : y >> (32 - 2 * Q);
+}
+
 // q-gram value (first base in the highest bits) of the Q bases at global position p of the packed sequence
 // (base g in bits 2 * (g & 15) of word g >> 4).  The second word is read only when the q-gram reaches into
 // it, so a q-gram ending at the last base of the sequence reads nothing beyond it.
@@ -47,13 +58,7 @@ inline uint qgram_at(__global const uint *packed, uint p)
     uint w = p >> 4, o = p & 15u;
     ulong x = packed[w];
     if (o + Q > 16) x |= (ulong)packed[w + 1] << 32;
-    uint y = (uint)(x >> (2 * o));  // base p + k in bits 2k, 2k + 1
-    // reverse the order of the sixteen 2-bit fields: base p + k moves to bits 30 - 2k, 31 - 2k
-    y = (y >> 16) | (y << 16);
-    y = ((y >> 8) & 0x00FF00FFu) | ((y & 0x00FF00FFu) << 8);
-    y = ((y >> 4) & 0x0F0F0F0Fu) | ((y & 0x0F0F0F0Fu) << 4);
-    y = ((y >> 2) & 0x33333333u) | ((y & 0x33333333u) << 2);
-    return Q == 16 ? y : y >> (32 - 2 * Q);
+    return reversed_fields((uint)(x >> (2 * o)));  // base p + k in bits 2k, 2k + 1
 }
 
 // First entry of O[lo .. hi) (ascending within a q-gram) that is >= t.
@@ -87,17 +92,9 @@ inline void index_pair_in(__global const uint *I, __global const uint *S, __glob
                    __global const uint *O, __global const uchar *Ob, const uint t0, const uint t1, \
                    const uint strands
 
-// Reverse complement of a q-gram value (first base in the high bits): complement every base, reverse their
-// order.
-inline uint qgram_rc(uint g)
-{
-    uint y = ~g;
-    y = (y >> 16) | (y << 16);
-    y = ((y >> 8) & 0x00FF00FFu) | ((y & 0x00FF00FFu) << 8);
-    y = ((y >> 4) & 0x0F0F0F0Fu) | ((y & 0x0F0F0F0Fu) << 4);
-    y = ((y >> 2) & 0x33333333u) | ((y & 0x33333333u) << 2);
-    return Q == 16 ? y : y >> (32 - 2 * Q);
-}
+// Reverse complement of a q-gram value (first base in the high bits): every base complemented (~), their
+// order reversed (the last base, field 0 of g, becomes the first).
+inline uint qgram_rc(uint g) { return reversed_fields(~g); }
 
 // Read strand and offset of the occurrence at forward text position t, taken on `strand` (see above): as it
 // is, or moved to the reverse strand, where the reverse complement of its q-gram starts at L - Q - k.

@@ -91,9 +91,10 @@ __kernel void build_text(__global const uchar *codes, __global const uint *rs_st
 // The q-gram value of every text position, computed once (valid[t] = 0: it lies on a reverse read strand,
 // leaves its read strand or has an N).  The index holds the forward strands' q-grams only: a reverse
 // strand's q-grams are its forward strand's reverse complements, which filtration looks up instead
-// (filter.cl), so indexing them too would double the atomics of the passes below and the size of O.  The passes of Algorithm 1 below then do little more than their random accesses to I, S and the
-// counters.  On a CPU this split matters: a work-item that computes its q-gram (a 16-step loop) before its
-// random access leaves few cache misses in flight; mark_groups took 8x longer that way on PoCL.
+// (filter.cl), so indexing them too would double the atomics of the passes below and the size of O.  The
+// passes of Algorithm 1 below then do little more than their random accesses to I, S and the counters.  On a
+// CPU this split matters: a work-item that computes its q-gram (a 16-step loop) before its random access
+// leaves few cache misses in flight; mark_groups took 8x longer that way on PoCL.
 __kernel void qgram_values(__global const uchar *text, __global const uint *pos_rs,
                            __global const uint *rs_start, const uint n_text, __global uint *value,
                            __global uchar *valid)
