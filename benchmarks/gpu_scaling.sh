@@ -7,8 +7,8 @@
 # limit); SAM bodies are compared by md5 within a set.
 # On the host, in the repository root, with .device and .bench_data carried:
 #   bash benchmarks/gpu_scaling.sh                 # everything (more than one 10-minute call: choose PARTS)
-#   PARTS="chr20" bash benchmarks/gpu_scaling.sh   # chr20 only (PARTS: any of open chr20 all writes se big human
-#                                                  # humanprep peers)
+#   PARTS="chr20" bash benchmarks/gpu_scaling.sh   # chr20 only (PARTS: any of open chr20 all align writes se big
+#                                                  # human humanprep peers; align: --align-on cpu and device)
 #   OLD_SRC=DIR bash benchmarks/gpu_scaling.sh     # also an earlier version (its source in DIR), beside this one
 set -u
 OLD=
@@ -85,6 +85,19 @@ if has chr20; then
   has all && run pe_all pe $NEW map -t $T --device all chr20.h5 r1.fq r2.fq
   run pe_allg_b pe $NEW map -t $T --device $ALLG chr20.h5 r1.fq r2.fq
   [ -n "$OLD" ] && run pe_allg_old_b pe $OLD map -t $T --device $ALLG chr20.h5 r1.fq r2.fq
+fi
+if has align; then  # the final alignment in the postprocessing threads or on the device, in turns
+  for rep in 1 2; do for w in cpu device; do
+    run pe_1g_c16_${w}_$rep pe taskset -c 0-15 $NEW map -t 16 --align-on $w --device 0 chr20.h5 r1.fq r2.fq
+    run pe_2g_${w}_$rep pe $NEW map -t $T --align-on $w --device $ALLG chr20.h5 r1.fq r2.fq
+    has se && run se_1g_c16_${w}_$rep se taskset -c 0-15 $NEW map -t 16 --align-on $w --device 0 chr20.h5 se.fq
+  done; done
+  for w in ${PROFILE_ALIGN_ON:-cpu device}; do  # the device's kernels and idle time, alignment on the device or not
+    n=$([ $w = device ] && echo 99 || echo 0)
+    say "== kernel profile pe, 16 cores, --align-on $w"
+    env PYTHONPATH=/tmp/new:/tmp/site taskset -c 0-15 python3 $R/benchmarks/kernel_profile.py chr20.h5 r1.fq r2.fq \
+      -t 16 --top 16 --gaps 6 --set postprocess.AUTO_DEVICE_MAX_WORKERS=$n -o /dev/null 2>&1 | cut -c1-200 | tee -a $LOG
+  done
 fi
 if has writes; then  # is one output file the bound? (benchmarks/write_rate.py; the runs' SAM to /dev/null, BAM)
   python3 $R/benchmarks/write_rate.py $W --gb 4 --writers 1,2,4,8,16 | tee -a $LOG
