@@ -8,7 +8,8 @@
 # On the host, in the repository root, with .device and .bench_data carried:
 #   bash benchmarks/gpu_scaling.sh                 # everything (more than one 10-minute call: choose PARTS)
 #   PARTS="chr20" bash benchmarks/gpu_scaling.sh   # chr20 only (PARTS: any of open chr20 all align writes se big
-#                                                  # human humanprep peers; align: --align-on cpu and device)
+#                                                  # human humanprep peers; align: --align-on cpu and device,
+#                                                  # then kernel profiles of both; PROFILE_ALIGN_ON=device: one)
 #   OLD_SRC=DIR bash benchmarks/gpu_scaling.sh     # also an earlier version (its source in DIR), beside this one
 set -u
 OLD=
