@@ -1,11 +1,12 @@
 # Sourced by the gpu_*.sh scripts: installs peanut-py from the checkout (or SRC=DIR) into /tmp/new, enters the
 # work folder W (set by the caller), starts the clock T0 and unpacks chr20; NEW runs the installed peanut.
-source .device/env.sh > /dev/null
+S0=$(date +%s); source .device/env.sh > /dev/null; S1=$(date +%s)
 R=$PWD; mkdir -p $W
 python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/new "${SRC:-.}" > $W/i1.log 2>&1 || { tail -5 $W/i1.log; exit 1; }
 # the carried wheels went in without bytecode (.device/env.sh); compiled here as a normal install compiles them,
 # so that no run pays for compiling pyopencl and numpy at start-up
-python3 -m compileall -q -j 0 /tmp/site > /dev/null 2>&1
+S2=$(date +%s); python3 -m compileall -q -j 0 /tmp/site > /dev/null 2>&1
+echo "set-up: wheels $(( S1 - S0 )) s, peanut-py's installation $(( S2 - S1 )) s, bytecode $(( $(date +%s) - S2 )) s"
 cd $W; T0=$(date +%s)
 NEW="env PYTHONPATH=/tmp/new:/tmp/site python3 -m peanut_py"
 zcat $R/.bench_data/human/GRCh37_chr20.fa.gz > chr20.fa

@@ -1,32 +1,52 @@
 #!/bin/bash
-# The speed sets of the "five times the fastest CPU mapper" target on a one-GPU host with 16 cores: GRCh37 chr20,
-# 10 M single-end 100 bp (seed 22) and 5 M pairs 2x150 (seed 21) from mason, index prebuilt, -t 16 for every
-# tool; peanut-py in one and in two mapping processes, minibwa, strobealign (its own mapping time) and, while
-# time is left, minimap2 2.30. On the GPU host, in the repository root, with .device and .bench_data carried;
-# WDIR=/dev/shm/w20 keeps inputs and outputs in memory.
+# The speed sets of the "five times the fastest CPU mapper" target on a one-GPU host with 16 cores, the six tools
+# in one run: GRCh37 chr20, 10 M single-end 100 bp (seed 22) and 5 M pairs 2x150 (seed 21) from mason, indexes
+# prebuilt, -t 16 for every tool: peanut-py, minibwa, strobealign (its own mapping time), minimap2 2.30,
+# bwa-mem2 and bwa; bwa-mem2 and bwa map the first SLOW_PART of each set (1/5 by default: the whole sets would
+# take them minutes; their rate is steady over a run), then Debian's minimap2 while time is left (LIMIT s).
+# Every line goes to $OUT/issue20.txt as it is printed, and benchmarks/same_run_table.py turns the lines into the
+# table of reads/s per tool and set ($OUT/issue20.md). On the GPU host, in the repository root, with .device and
+# .bench_data carried; WDIR=/dev/shm/w20 keeps inputs and outputs in memory.
 set -u
 W=${WDIR:-/tmp/w20}; source "$(dirname "$0")/gpu_common.sh"
+LOG=${OUT:-$W}/issue20.txt; : > $LOG
+say() { echo "$*" | tee -a $LOG; }
 M="env MEASURE_GPU=0 python3 $R/benchmarks/measure.py"
-minibwa_index 4
+PART=${SLOW_PART:-5}
+say "host: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); $(git -C $R log -1 --format=%h 2>/dev/null)"
+minibwa_index 2
 ( minimap2-2.30 -x sr -d chr20.mmi chr20.fa > mm.log 2>&1; echo mm2-index $? ) &
+( bwa index chr20.fa > bwa.log 2>&1; echo bwa-index $? ) &
+( bwa-mem2 index -p chr20.bm2 chr20.fa > bm2.log 2>&1; echo bwa-mem2-index $? ) &
 peanut_index
-simulate_pairs 5000000 8
-simulate_single 10000000 8
-wait; echo "prep $(( $(date +%s) - T0 )) s"
+simulate_pairs 5000000 6
+simulate_single 10000000 6
+wait; say "prepared after $(( $(date +%s) - T0 )) s"
+head -$(( 4 * 5000000 / PART )) r1.fq > p1.fq; head -$(( 4 * 5000000 / PART )) r2.fq > p2.fq
+head -$(( 4 * 10000000 / PART )) se.fq > pse.fq
 head -4000 se.fq > tiny.fq; $NEW map -t 16 chr20.h5 tiny.fq > /dev/null 2> warm.err
+# one NAME READS CMD...: a tool on a set, measured (READS: how many reads it maps, for the table)
+one() {
+  local name=$1 reads=$2; shift 2
+  say "$($M $name "$@" | cut -c1-150) reads=$reads"
+  grep -h "reads/s" $name.err | grep -v "reads done" | cut -c1-250 | tee -a $LOG
+  grep -hi "total time mapping" $name.err | sed "s/^/$name /" | tee -a $LOG
+  [ -n "${KEEP_MD5:-}" ] && say "md5 $name $(grep -v '^@PG' $name.out | md5sum | cut -c1-16)"
+  rm -f $name.out
+}
 for set in se pe; do
-  if [ $set = pe ]; then IN="r1.fq r2.fq"; else IN="se.fq"; fi
-  $M ${set}_peanut $NEW map -t 16 chr20.h5 $IN -o $set.sam | cut -c1-120
-  grep "reads/s" ${set}_peanut.err | cut -c1-250
-  echo "md5 $(grep -v '^@PG' $set.sam | md5sum | cut -c1-16)"; rm -f $set.sam
-  $M ${set}_peanut_p2 $NEW map -t 16 --processes 2 chr20.h5 $IN -o $set.sam | cut -c1-120
-  echo "md5 $(grep -v '^@PG' $set.sam | md5sum | cut -c1-16)"; rm -f $set.sam
-  $M ${set}_minibwa minibwa map -t 16 mb/chr20.fa $IN | cut -c1-120; rm -f ${set}_minibwa.out
-  $M ${set}_strobealign strobealign -t 16 chr20.fa $IN | cut -c1-120; rm -f ${set}_strobealign.out
-  grep -i "total time mapping" ${set}_strobealign.err
+  if [ $set = pe ]; then IN="r1.fq r2.fq"; PIN="p1.fq p2.fq"; N=10000000; else IN="se.fq"; PIN=pse.fq; N=10000000; fi
+  KEEP_MD5=1 one ${set}_peanut $N $NEW map -t 16 chr20.h5 $IN
+  one ${set}_minibwa $N minibwa map -t 16 mb/chr20.fa $IN
+  one ${set}_strobealign $N strobealign -t 16 chr20.fa $IN
+  one ${set}_minimap2-2.30 $N minimap2-2.30 -ax sr -t 16 chr20.mmi $IN
+  one ${set}_bwa-mem2 $(( N / PART )) bwa-mem2 mem -t 16 chr20.bm2 $PIN
+  one ${set}_bwa $(( N / PART )) bwa mem -t 16 chr20.fa $PIN
+  KEEP_MD5=1 one ${set}_peanut_b $N $NEW map -t 16 chr20.h5 $IN
 done
 for set in se pe; do
   if [ $set = pe ]; then IN="r1.fq r2.fq"; else IN="se.fq"; fi
-  [ $(( $(date +%s) - T0 )) -lt 330 ] && { $M ${set}_minimap2 minimap2-2.30 -ax sr -t 16 chr20.mmi $IN | cut -c1-120; rm -f ${set}_minimap2.out; }
+  [ $(( $(date +%s) - T0 )) -lt ${LIMIT:-330} ] && one ${set}_minimap2-2.24 10000000 minimap2 -ax sr -t 16 chr20.mmi $IN
 done
-echo "total $(( $(date +%s) - T0 )) s"
+python3 $R/benchmarks/same_run_table.py $LOG > ${OUT:-$W}/issue20.md && cat ${OUT:-$W}/issue20.md
+say "total $(( $(date +%s) - T0 )) s"

@@ -8,8 +8,10 @@
 # On the host, in the repository root, with .device and .bench_data carried:
 #   bash benchmarks/gpu_scaling.sh                 # everything (more than one 10-minute call: choose PARTS)
 #   PARTS="chr20" bash benchmarks/gpu_scaling.sh   # chr20 only (PARTS: any of open chr20 all align writes se big
-#                                                  # human humanprep peers; align: --align-on cpu and device,
-#                                                  # then kernel profiles of both; PROFILE_ALIGN_ON=device: one)
+#                                                  # human humanprep peers halign; align: --align-on cpu and device,
+#                                                  # then kernel profiles of both (PROFILE_ALIGN_ON=device: one),
+#                                                  # and with big, --align-on device on 20 M pairs; halign: with
+#                                                  # human, --align-on device on the 3.1 Gbp genome)
 #   OLD_SRC=DIR bash benchmarks/gpu_scaling.sh     # also an earlier version (its source in DIR), beside this one
 set -u
 OLD=
@@ -90,7 +92,7 @@ fi
 if has align; then  # the final alignment in the postprocessing threads or on the device, in turns
   for rep in 1 2; do for w in cpu device; do
     run pe_1g_c16_${w}_$rep pe taskset -c 0-15 $NEW map -t 16 --align-on $w --device 0 chr20.h5 r1.fq r2.fq
-    run pe_2g_${w}_$rep pe $NEW map -t $T --align-on $w --device $ALLG chr20.h5 r1.fq r2.fq
+    run pe_allg_${w}_$rep pe $NEW map -t $T --align-on $w --device $ALLG chr20.h5 r1.fq r2.fq
     has se && run se_1g_c16_${w}_$rep se taskset -c 0-15 $NEW map -t 16 --align-on $w --device 0 chr20.h5 se.fq
   done; done
   for w in ${PROFILE_ALIGN_ON:-cpu device}; do  # the device's kernels and idle time, alignment on the device or not
@@ -126,6 +128,8 @@ if has big; then
   cat r1.fq r1.fq r1.fq r1.fq > q1.fq; cat r2.fq r2.fq r2.fq r2.fq > q2.fq; say "20 M pairs written at $(( $(date +%s) - T0 )) s"
   run q_1g q $NEW map -t $T --device 0 chr20.h5 q1.fq q2.fq
   run q_allg q $NEW map -t $T --device $ALLG chr20.h5 q1.fq q2.fq
+  has align && run q_allg_device q $NEW map -t $T --align-on device --device $ALLG chr20.h5 q1.fq q2.fq
+  has align && run q_1g_device q $NEW map -t $T --align-on device --device 0 chr20.h5 q1.fq q2.fq
   [ -n "$OLD" ] && run q_allg_old q $OLD map -t $T --device $ALLG chr20.h5 q1.fq q2.fq
   rm -f q1.fq q2.fq
 fi
@@ -134,6 +138,8 @@ if has human && [ -e $HS/human_scale.peanut.h5 ]; then
   run h_1g h $NEW map -t $T --device 0 $HS/human_scale.peanut.h5 r1.fq r2.fq
   run h_allg h $NEW map -t $T --device $ALLG $HS/human_scale.peanut.h5 r1.fq r2.fq
   run h_2g h $NEW map -t $T --device 0,1 $HS/human_scale.peanut.h5 r1.fq r2.fq
+  has halign && run h_allg_device h $NEW map -t $T --align-on device --device $ALLG $HS/human_scale.peanut.h5 r1.fq r2.fq
+  has halign && run h_1g_device h $NEW map -t $T --align-on device --device 0 $HS/human_scale.peanut.h5 r1.fq r2.fq
   run h_1g_c16 h taskset -c 0-15 $NEW map -t 16 --device 0 $HS/human_scale.peanut.h5 r1.fq r2.fq
 fi
 has humanprep && start_human_prep
