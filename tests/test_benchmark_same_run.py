@@ -62,3 +62,15 @@ def test_measure_line_of_a_real_process(tmp_path):
     runs, _ = same_run_table.parse([out + " reads=1000"])
     (tool, wall, reads, rc), = runs["se"]
     assert (tool, reads, rc) == ("sleeper", 1000, 0) and 0.3 <= wall < 5
+
+
+def test_plotted_rates_are_the_tables():
+    runs, mapping = same_run_table.parse(_log_lines())
+    text = same_run_table.table(runs, mapping)
+    per_set = same_run_table.rates(runs, mapping)
+    assert [t for t, _ in per_set["se"]] == ["peanut", "minibwa", "strobealign", "minimap2-2.30", "bwa-mem2", "bwa",
+                                             "peanut_b"]
+    for s, bars in per_set.items():
+        section = text.split("**")[2 if s == "se" else 4]
+        for tool, rate in bars:
+            assert f"| {tool} | " in section and f" | {round(rate):,} | " in section
