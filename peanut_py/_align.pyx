@@ -120,10 +120,11 @@ cdef enum:
 
 
 cdef inline int32_t column_penalty(uint8_t a, uint8_t b, const Scoring *sc) noexcept nogil:
-    # what a column costs against a match: A - s(a, b)
-    if a == 4 or b == 4:
-        return sc.A + sc.ambig
-    return 0 if a == b else sc.A + sc.B
+    # what a column costs against a match: A - s(a, b). Without branches: on the diagonals beside the read's,
+    # which the reach check scans, matches and mismatches alternate at random. Codes are 0..4, and only N (4)
+    # has bit 2 set
+    cdef int32_t amb = ((a | b) >> 2) & 1, mis = a != b
+    return amb * (sc.A + sc.ambig) + (1 - amb) * mis * (sc.A + sc.B)
 
 
 cdef extern from *:
@@ -153,12 +154,36 @@ cdef inline void words_penalty(const uint8_t *read, const uint8_t *ref, int32_t 
     n_mis[0] = <int32_t> (((diff & ~amb) * BYTE_LOW_BITS) >> 56)
 
 
+cdef inline void words_flags(const uint8_t *read, const uint8_t *ref, uint64_t *mis, uint64_t *amb) noexcept nogil:
+    """words_penalty's per-column flags for read[0:8] against ref[0:8]: bit 0 of byte i of ``mis`` is set
+    where column i mismatches (two different bases), of ``amb`` where it holds an N."""
+    cdef uint64_t a, b, x
+    memcpy(&a, read, 8)
+    memcpy(&b, ref, 8)
+    x = a ^ b
+    amb[0] = ((a | b) >> 2) & BYTE_LOW_BITS
+    mis[0] = (x | (x >> 1) | (x >> 2)) & BYTE_LOW_BITS & ~amb[0]
+
+
+cdef inline void fill_reach(int32_t *reach, int32_t max_budget) noexcept nogil:
+    # prefix_reach / suffix_reach set reach[r] only where r is the first budget of those ending at one column
+    # (or past the read's end); the others, -1 still, end at the same column as the budget below them
+    cdef int32_t r, t, last = reach[0]
+    for r in range(1, max_budget + 1):
+        t = reach[r]
+        last = t if t >= 0 else last       # carried in a register, not reloaded from reach[r - 1]
+        reach[r] = last
+
+
 cdef void prefix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
                        const Scoring *sc, int32_t max_budget, int32_t *reach) noexcept nogil:
     """reach[r] for r = 0..max_budget: the largest x such that read[0:x] aligns ungapped on diagonal d (base
     q against ref[d + q]), its first bases soft-clipped or not (local), at a penalty of at most r against
-    m*A (clipped bases cost A each, plus ``clip``). The penalty only grows with x, so one scan fills every r."""
+    m*A (clipped bases cost A each, plus ``clip``). The penalty only grows with x, so one scan fills every r.
+    reach[max_budget + 1] is scratch space."""
     cdef int32_t x = 0, c, j, r, u = 0, v = REACH_BIG, now, before = 0, clip_v
+    for r in range(max_budget + 1):
+        reach[r] = -1
     while x < m:
         # eight matches in a row leave u as it is and v at most at its first column's clip, so the penalty
         # does not rise and no budget ends there
@@ -176,22 +201,26 @@ cdef void prefix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32
             if sc.clip + sc.A * (x + 1) < v:
                 v = sc.clip + sc.A * (x + 1)
         now = u if u < v else v
-        if now > before:        # budgets before .. now - 1 end at x
-            for r in range(before, now if now <= max_budget else max_budget + 1):
-                reach[r] = x
-            before = now
-            if before > max_budget:
-                return
+        # budgets before .. now - 1 end at x: the first of them takes x here, the others copy it below; where
+        # none ends (now == before), x goes to the spare slot max_budget + 1. No branch on it: on diagonals
+        # beside the read's, most columns but not all end a budget
+        reach[before if now > before else max_budget + 1] = x
+        before = now
+        if before > max_budget:
+            break
         x += 1
-    for r in range(before, max_budget + 1):
-        reach[r] = m
+    if before <= max_budget:
+        reach[before] = m
+    fill_reach(reach, max_budget)
 
 
 cdef void suffix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
                        const Scoring *sc, int32_t max_budget, int32_t *reach) noexcept nogil:
     """prefix_reach's mirror: reach[r] is the smallest y such that read[y:m] aligns ungapped on diagonal d,
-    its last bases soft-clipped or not (local), at a penalty of at most r."""
+    its last bases soft-clipped or not (local), at a penalty of at most r; reach[max_budget + 1] is scratch."""
     cdef int32_t y = m - 1, c, j, r, u = 0, v = REACH_BIG, now, before = 0, clip_v
+    for r in range(max_budget + 1):
+        reach[r] = -1
     while y >= 0:
         if y >= 7 and 0 <= d + y - 7 and d + y + 1 <= n and words_match(read + y - 7, ref + d + y - 7):
             if local:
@@ -207,27 +236,133 @@ cdef void suffix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32
             if sc.clip + sc.A * (m - y) < v:
                 v = sc.clip + sc.A * (m - y)
         now = u if u < v else v
-        if now > before:
-            for r in range(before, now if now <= max_budget else max_budget + 1):
-                reach[r] = y + 1
-            before = now
-            if before > max_budget:
-                return
+        reach[before if now > before else max_budget + 1] = y + 1
+        before = now
+        if before > max_budget:
+            break
         y -= 1
-    for r in range(before, max_budget + 1):
-        reach[r] = 0
+    if before <= max_budget:
+        reach[before] = 0
+    fill_reach(reach, max_budget)
+
+
+cdef void prefix_reach_at(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
+                          const Scoring *sc, int32_t top, int32_t low, int32_t *at_top, int32_t *at_low) noexcept nogil:
+    """prefix_reach's reach[top] and reach[low] (low <= top) only, without filling the budgets between: the
+    same scan, stopped where the penalty passes top, and reach[low] counted as the number of columns whose
+    prefix stays within low (the penalty only grows, so they are the first ones)."""
+    cdef int32_t x = 0, c, j, i, u = 0, v = REACH_BIG, now = 0, n_low = 0, clip_v
+    cdef int32_t tab[4]                 # a column's penalty by its flags: match, mismatch, N
+    cdef uint64_t mis, amb, flags
+    tab[0], tab[1], tab[2], tab[3] = 0, sc.A + sc.B, sc.A + sc.ambig, 0
+    while x < m:
+        if x + 8 <= m and 0 <= d + x and d + x + 8 <= n:
+            # eight columns inside the window: their penalties from two 64-bit words, no load per column
+            words_flags(read + x, ref + d + x, &mis, &amb)
+            if not (mis | amb):
+                if local:
+                    clip_v = sc.clip + sc.A * (x + 1)
+                    v = clip_v if clip_v < v else v
+                n_low += 8 if now <= low else 0      # eight matches: the penalty stays at now
+                x += 8
+                continue
+            # no column here is outside the window, so no saturation: v is at most the clip's cost, and u (which
+            # may hold REACH_BIG from columns before the window) grows only while v stays within top, for a
+            # number of columns that top bounds, by at most 2 * MAX_PENALTY each
+            flags = mis | (amb << 1)
+            for i in range(8):
+                c = tab[flags & 3]
+                flags >>= 8
+                u += c
+                if local:
+                    clip_v = sc.clip + sc.A * (x + 1)
+                    v = v + c if v + c < clip_v else clip_v
+                now = u if u < v else v
+                if now > top:
+                    break
+                n_low += now <= low
+                x += 1
+            if now > top:
+                break
+            continue
+        j = d + x
+        c = column_penalty(read[x], ref[j], sc) if 0 <= j < n else REACH_BIG
+        u = u + c if u + c < REACH_BIG else REACH_BIG
+        if local:
+            v = v + c if v + c < REACH_BIG else REACH_BIG
+            if sc.clip + sc.A * (x + 1) < v:
+                v = sc.clip + sc.A * (x + 1)
+        now = u if u < v else v
+        if now > top:
+            break
+        n_low += now <= low
+        x += 1
+    at_top[0] = x
+    at_low[0] = n_low
+
+
+cdef void suffix_reach_at(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
+                          const Scoring *sc, int32_t top, int32_t low, int32_t *at_top, int32_t *at_low) noexcept nogil:
+    """suffix_reach's reach[top] and reach[low] only, as prefix_reach_at."""
+    cdef int32_t y = m - 1, c, j, i, u = 0, v = REACH_BIG, now = 0, n_low = 0, clip_v
+    cdef int32_t tab[4]                 # a column's penalty by its flags: match, mismatch, N
+    cdef uint64_t mis, amb, flags
+    tab[0], tab[1], tab[2], tab[3] = 0, sc.A + sc.B, sc.A + sc.ambig, 0
+    while y >= 0:
+        if y >= 7 and 0 <= d + y - 7 and d + y + 1 <= n:
+            words_flags(read + y - 7, ref + d + y - 7, &mis, &amb)
+            if not (mis | amb):
+                if local:
+                    clip_v = sc.clip + sc.A * (m - y)
+                    v = clip_v if clip_v < v else v
+                n_low += 8 if now <= low else 0
+                y -= 8
+                continue
+            flags = mis | (amb << 1)
+            for i in range(8):                          # from the block's last column (top byte) down
+                c = tab[(flags >> 56) & 3]
+                flags <<= 8
+                u += c
+                if local:
+                    clip_v = sc.clip + sc.A * (m - y)
+                    v = v + c if v + c < clip_v else clip_v
+                now = u if u < v else v
+                if now > top:
+                    break
+                n_low += now <= low
+                y -= 1
+            if now > top:
+                break
+            continue
+        j = d + y
+        c = column_penalty(read[y], ref[j], sc) if 0 <= j < n else REACH_BIG
+        u = u + c if u + c < REACH_BIG else REACH_BIG
+        if local:
+            v = v + c if v + c < REACH_BIG else REACH_BIG
+            if sc.clip + sc.A * (m - y) < v:
+                v = sc.clip + sc.A * (m - y)
+        now = u if u < v else v
+        if now > top:
+            break
+        n_low += now <= low
+        y -= 1
+    at_top[0] = y + 1
+    at_low[0] = m - n_low
 
 
 cdef int32_t segment_penalty(const uint8_t *read, const uint8_t *ref, int32_t n, int32_t d, int32_t a, int32_t b,
                              const Scoring *sc, int32_t limit) noexcept nogil:
     """The penalty of read[a:b] ungapped on diagonal d, or more than ``limit`` once it exceeds it."""
-    cdef int32_t q = a, total = 0
+    cdef int32_t q = a, total = 0, n_mis, n_amb
     if d + a < 0 or d + b > n:
         return REACH_BIG if b > a else 0
+    while q + 8 <= b:                                   # eight columns at a time
+        words_penalty(read + q, ref + d + q, &n_mis, &n_amb)
+        total += n_mis * (sc.A + sc.B) + n_amb * (sc.A + sc.ambig)
+        if total > limit:
+            return total
+        q += 8
     while q < b:
-        if q + 8 <= b and words_match(read + q, ref + d + q):     # eight matches cost nothing
-            q += 8
-            continue
         total += column_penalty(read[q], ref[d + q], sc)
         if total > limit:
             return total
@@ -241,6 +376,80 @@ cdef inline int32_t gap_penalty(int32_t shift, const Scoring *sc) noexcept nogil
     return sc.O + shift * sc.E if shift > 0 else sc.O - shift * (sc.A + sc.E)
 
 
+cdef bint rivals_screened(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t lo, int32_t W,
+                          bint local, const Scoring *sc, int32_t pen, int32_t top) noexcept nogil:
+    """True where no_rival_within's answer is True, decided from two budgets per diagonal: top (the largest
+    any case needs) and, for two gaps, low = pen - 2 * (O + E) (the largest a pair of gaps leaves). A reach
+    only grows (prefix) or falls (suffix) with the budget, so a stretch that covers what it must within the
+    budget pen - gaps also does at top: every rival no_rival_within finds with its budgets is found here
+    with top; and its two-gap test uses low already. False where this is not enough: no_rival_within then
+    decides with every budget. Most reads with a unique placement end here, at a fraction of the cost."""
+    cdef int32_t k, kk, s, ins, hit = 0, a, b, pmax, low, amax, bmin, ld1 = 0, li1 = 0, ld2 = 0, li2 = 0
+    cdef int32_t k1 = 0, j1 = 0, M1 = -REACH_BIG, M2 = -REACH_BIG, N1 = REACH_BIG, N2 = REACH_BIG, best
+    cdef int32_t p_top[REACH_MAX_WIDTH]
+    cdef int32_t s_top[REACH_MAX_WIDTH]
+    cdef int32_t p_low[REACH_MAX_WIDTH]
+    cdef int32_t s_low[REACH_MAX_WIDTH]
+    low = pen - 2 * (sc.O + sc.E) if pen >= 2 * (sc.O + sc.E) else top
+    for k in range(W):
+        prefix_reach_at(read, m, ref, n, lo + k, local, sc, top, low, &p_top[k], &p_low[k])
+        suffix_reach_at(read, m, ref, n, lo + k, local, sc, top, low, &s_top[k], &s_low[k])
+    # the longest deletion (ld) and insertion (li) within pen (1) and within pen - (O + E), one gap of a pair
+    # (2); every shift a case below takes is at most that long
+    for s in range(1, W):
+        ld1 = s if gap_penalty(s, sc) <= pen else ld1
+        li1 = s if gap_penalty(-s, sc) <= pen else li1
+        ld2 = s if gap_penalty(s, sc) <= pen - (sc.O + sc.E) else ld2
+        li2 = s if gap_penalty(-s, sc) <= pen - (sc.O + sc.E) else li2
+    # one gap from diagonal k to k' = k + s needs p_top[k] + (inserted bases) >= s_top[k']. Only the two
+    # largest p_top and the two smallest s_top can come closest (k != k'); usually not within li1
+    for k in range(W):
+        if p_top[k] > M1:
+            M2, M1, k1 = M1, p_top[k], k
+        elif p_top[k] > M2:
+            M2 = p_top[k]
+        if s_top[k] < N1:
+            N2, N1, j1 = N1, s_top[k], k
+        elif s_top[k] < N2:
+            N2 = s_top[k]
+    best = M1 - N1 if k1 != j1 else (M1 - N2 if M1 - N2 > M2 - N1 else M2 - N1)
+    if best + li1 >= 0:
+        for s in range(-li1, ld1 + 1):
+            if s == 0:
+                continue
+            ins = -s if s < 0 else 0
+            for k in range(0 if s > 0 else -s, W - s if s > 0 else W):
+                hit |= p_top[k] + ins >= s_top[k + s]
+        if hit:
+            return False
+    if local and pen - sc.clip - sc.A >= 0:
+        pmax = (pen - sc.clip) // sc.A
+        for k in range(W):
+            a = s_top[k]
+            b = m - p_top[k]
+            if (a if a > 1 else 1) <= pmax or (b if b > 1 else 1) <= pmax:
+                return False
+    if pen >= 2 * (sc.O + sc.E):
+        # no_rival_within's test of each diagonal k against every pair of gaps at once: the first gap from
+        # k - L (deletion, a = reach) or k + L (insertion, a = reach + L), the second to k + L or k - L
+        for k in range(W):
+            amax = -1
+            bmin = m + 1
+            for kk in range(k - ld2 if k - ld2 > 0 else 0, k):
+                amax = p_low[kk] if p_low[kk] > amax else amax
+            for kk in range(k + 1, k + li2 + 1 if k + li2 + 1 < W else W):
+                amax = p_low[kk] + kk - k if p_low[kk] + kk - k > amax else amax
+            for kk in range(k + 1, k + ld2 + 1 if k + ld2 + 1 < W else W):
+                bmin = s_low[kk] if s_low[kk] < bmin else bmin
+            for kk in range(k - li2 if k - li2 > 0 else 0, k):
+                bmin = s_low[kk] - (k - kk) if s_low[kk] - (k - kk) < bmin else bmin
+            if amax < 0 or bmin > m:                    # no pair of gaps around k fits in the band
+                continue
+            if amax >= bmin or segment_penalty(read, ref, n, lo + k, amax, bmin, sc, low) <= low:
+                return False
+    return True
+
+
 cdef bint no_rival_within(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t band_lo,
                           int32_t band_hi, bint local, const Scoring *sc, int32_t pen) noexcept nogil:
     """Whether every gapped or soft-clipped alignment in the band costs more than ``pen`` against m*A (the
@@ -249,12 +458,15 @@ cdef bint no_rival_within(const uint8_t *read, int32_t m, const uint8_t *ref, in
     as an insertion; what is left of ``pen`` (the budget) bounds the penalty of each M stretch around the
     gaps: prefix_reach / suffix_reach say how far a diagonal's first and last stretch can go within a budget,
     and a middle stretch (two gaps) must cover what lies between them within it. A soft-clipped ungapped
-    alignment pays clip + A per clipped base at one end. False where any such alignment may exist."""
+    alignment pays clip + A per clipped base at one end. False where any such alignment may exist.
+    rivals_screened, from two budgets per diagonal, decides most reads first; only where it proves nothing
+    are the reaches for every budget computed."""
     cdef int32_t lo = band_lo if band_lo > -m else -m
     cdef int32_t hi = band_hi if band_hi < n else n
     cdef int32_t W = hi - lo + 1, k, top, r, pmax, s1, s2, g1, g2, a, b, n_shifts = 0, u, v, RB
-    cdef int32_t reach1[REACH_MAX_WIDTH * (REACH_MAX_BUDGET + 1)]
-    cdef int32_t reach2[REACH_MAX_WIDTH * (REACH_MAX_BUDGET + 1)]
+    cdef int32_t rmax, n_pair, amax, bmin
+    cdef int32_t reach1[REACH_MAX_WIDTH * (REACH_MAX_BUDGET + 2)]
+    cdef int32_t reach2[REACH_MAX_WIDTH * (REACH_MAX_BUDGET + 2)]
     cdef int32_t shifts[2 * REACH_MAX_WIDTH]
     if W > REACH_MAX_WIDTH or sc.A <= 0 or pen >= 3 * (sc.O + sc.E):
         return False
@@ -266,7 +478,9 @@ cdef bint no_rival_within(const uint8_t *read, int32_t m, const uint8_t *ref, in
         return True
     if top > REACH_MAX_BUDGET:
         return False
-    RB = top + 1                            # reach1[k * RB + r]: diagonal lo + k, budget r
+    if rivals_screened(read, m, ref, n, lo, W, local, sc, pen, top):
+        return True
+    RB = top + 2                            # reach1[k * RB + r]: diagonal lo + k, budget r (one spare slot)
     for k in range(W):
         prefix_reach(read, m, ref, n, lo + k, local, sc, top, &reach1[k * RB])
         suffix_reach(read, m, ref, n, lo + k, local, sc, top, &reach2[k * RB])
@@ -283,21 +497,48 @@ cdef bint no_rival_within(const uint8_t *read, int32_t m, const uint8_t *ref, in
                 return False
     # two gaps: diagonals d - s1, d and d + s2; the stretch on d covers read[a:b] at least. Every gap costs
     # at least O + E, so below twice that there is nothing to check
-    for u in range(n_shifts if pen >= 2 * (sc.O + sc.E) else 0):
-        s1 = shifts[u]
-        g1 = gap_penalty(s1, sc)
-        for v in range(n_shifts):
-            s2 = shifts[v]
-            g2 = gap_penalty(s2, sc)
-            if g1 + g2 > pen:
+    if pen >= 2 * (sc.O + sc.E):
+        # a gap of a pair costs at most pen - (O + E), and what is left for the stretches at most
+        # rmax = pen - 2 * (O + E). reach1 only grows and reach2 only falls with the budget, so every pair's
+        # [a, b) on diagonal k contains [amax, bmin): the largest a and the smallest b over the shifts, at
+        # budget rmax; and the penalty of [a, b) is at least that of [amax, bmin). Where that exceeds rmax
+        # (one segment_penalty per diagonal, not one per pair), no pair of gaps around k is within pen
+        rmax = pen - 2 * (sc.O + sc.E)
+        n_pair = 0
+        for u in range(n_shifts):
+            if gap_penalty(shifts[u], sc) <= pen - (sc.O + sc.E):
+                shifts[n_pair] = shifts[u]
+                n_pair += 1
+        for k in range(W):
+            amax = -1
+            bmin = m + 1
+            for u in range(n_pair):
+                s1 = shifts[u]
+                if 0 <= k - s1 < W:
+                    a = reach1[(k - s1) * RB + rmax] + (-s1 if s1 < 0 else 0)
+                    amax = a if a > amax else amax
+                if 0 <= k + s1 < W:
+                    b = reach2[(k + s1) * RB + rmax] - (-s1 if s1 < 0 else 0)
+                    bmin = b if b < bmin else bmin
+            if amax < 0 or bmin > m:                    # no pair of gaps around k fits in the band
                 continue
-            r = pen - g1 - g2
-            # the diagonals k with k - s1 and k + s2 in the band
-            for k in range(max(0, s1, -s2), min(W, W + s1, W - s2)):
-                a = reach1[(k - s1) * RB + r] + (-s1 if s1 < 0 else 0)
-                b = reach2[(k + s2) * RB + r] - (-s2 if s2 < 0 else 0)
-                if b <= a or segment_penalty(read, ref, n, lo + k, a, b, sc, r) <= r:
-                    return False
+            if amax < bmin and segment_penalty(read, ref, n, lo + k, amax, bmin, sc, rmax) > rmax:
+                continue
+            for u in range(n_pair):
+                s1 = shifts[u]
+                if not 0 <= k - s1 < W:
+                    continue
+                g1 = gap_penalty(s1, sc)
+                for v in range(n_pair):
+                    s2 = shifts[v]
+                    g2 = gap_penalty(s2, sc)
+                    if g1 + g2 > pen or not 0 <= k + s2 < W:
+                        continue
+                    r = pen - g1 - g2
+                    a = reach1[(k - s1) * RB + r] + (-s1 if s1 < 0 else 0)
+                    b = reach2[(k + s2) * RB + r] - (-s2 if s2 < 0 else 0)
+                    if b <= a or segment_penalty(read, ref, n, lo + k, a, b, sc, r) <= r:
+                        return False
     if local and pen - sc.clip - sc.A >= 0:
         r = pen - sc.clip - sc.A
         pmax = (pen - sc.clip) // sc.A      # the most bases a soft clip within pen can take

@@ -359,6 +359,81 @@ def test_ungapped_shortcut_reach_check_equals_dynamic_program(scheme):
         assert beyond > 0.05 * len(pairs)
 
 
+def two_gap_pair(rng):
+    """Pairs for the reach check's two-gap case and its screen (_align.pyx rivals_screened): 3-4 substitutions
+    (with bwa-mem's scores a penalty of 15-20, at or above two gaps' cost), often near a read end or near
+    each other, in random, tandem-repeat and two-letter windows; some also with an indel of 1-4 bases near
+    the substitutions; or a deletion and an insertion a few bases apart with 0-2 substitutions, which the
+    read's ungapped alignment sees as a few mismatches; bands up to 21 diagonals wide, some beside the
+    truth."""
+    m = int(rng.integers(20, 160))
+    pad = int(rng.integers(0, 12))
+    kind = rng.random()
+    if kind < 0.35:
+        window = np.resize(rng.integers(0, 4, int(rng.integers(1, 7))).astype(np.uint8), m + 2 * pad + 4)
+        a = int(rng.integers(0, window.size))
+        if rng.random() < 0.5:
+            window[:a] = rng.integers(0, 4, a)
+        else:
+            window[a:] = rng.integers(0, 4, window.size - a)
+    elif kind < 0.45:
+        window = rng.integers(0, 2, m + 2 * pad + 4).astype(np.uint8)
+    else:
+        window = rng.integers(0, 4, m + 2 * pad + 4).astype(np.uint8)
+    read = window[pad:pad + m].copy()
+    centre = int(rng.integers(0, m))
+    indel = rng.random()
+    for _ in range(int(rng.integers(0, 3) if indel >= 0.6 else rng.integers(3, 5))):
+        r = rng.random()
+        if r < 0.3:
+            p = int(rng.integers(0, min(m, 8))) if rng.random() < 0.5 else m - 1 - int(rng.integers(0, min(m, 8)))
+        elif r < 0.6:
+            p = min(max(centre + int(rng.integers(-10, 11)), 0), m - 1)
+        else:
+            p = int(rng.integers(0, m))
+        read[p] = (read[p] + int(rng.integers(1, 4))) % 4
+    if rng.random() < 0.1:
+        read[int(rng.integers(0, m))] = 4
+    k = min(max(centre + int(rng.integers(-8, 9)), 1), m - 6)
+    if indel < 0.2:
+        n_del = int(rng.integers(1, 5))
+        read = np.concatenate([read[:k], read[k + n_del:], window[pad + m:pad + m + n_del]])
+    elif indel < 0.4:
+        read = np.concatenate([read[:k], rng.integers(0, 4, int(rng.integers(1, 5))).astype(np.uint8), read[k:]])
+    elif indel >= 0.6:  # a deletion and an insertion (or the other way round) 2-9 bases apart
+        k2 = min(k + int(rng.integers(2, 10)), m - 1)
+        n_del, n_ins = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        ins = rng.integers(0, 4, n_ins).astype(np.uint8)
+        if rng.random() < 0.5:
+            read = np.concatenate([read[:k], read[k + n_del:k2], ins, read[k2:]])
+        else:
+            read = np.concatenate([read[:k], ins, read[k:k2], read[k2 + n_del:]])
+        read = np.concatenate([read, window[pad + m:pad + m + 4]])[:m]
+    w = int(rng.integers(0, 11))
+    shift = int(rng.integers(-4, 5)) if rng.random() < 0.3 else 0
+    return read.astype(np.uint8), window, pad - w + shift, pad + w + shift
+
+
+@pytest.mark.parametrize("scheme", range(len(REACH_SCHEMES)))
+def test_ungapped_shortcut_two_gaps_equals_dynamic_program(scheme):
+    """Reads whose penalty reaches two gaps' cost, beside indels and repeats (two_gap_pair): the shortcut's
+    cheap screen and the full reach check must together decide exactly as the dynamic program, field for
+    field; with bwa-mem's scores a share of them is decided at a penalty of two gaps or more."""
+    sc = REACH_SCHEMES[scheme]
+    rng = np.random.default_rng(500 + scheme)
+    pairs = [two_gap_pair(rng) for _ in range(4000)]
+    local = rng.random(len(pairs)) < 0.6
+    assert_batch_same_without_shortcut(pairs, local, sc)
+    two_gaps = 2 * (sc["O"] + sc["E"])
+    beyond = 0
+    for (read, window, l, h), loc in zip(pairs, local):
+        decided = ungapped_shortcut(read, window, l, h, loc, **sc)
+        if decided is not None and read.size * sc["A"] - decided[1] >= two_gaps:
+            beyond += 1
+    if scheme == 0:
+        assert beyond > 0.05 * len(pairs)
+
+
 def long_read_pair(rng):
     """A 100-200 base read as sequencers give them, on a window with room for the band: 0-6 substitutions, each
     often next to a multiple of 8 (the aligner compares eight columns at a time), N runs in read or window,
