@@ -5,19 +5,25 @@
 # then minibwa and strobealign (its own mapping time) and, while time is left (MINIMAP2_BEFORE seconds since
 # the start, 420), minimap2 2.30.
 #   OLD_FILES=DIR WDIR=/dev/shm/ws bash benchmarks/gpu_strands.sh
-# OLD_FILES holds the earlier version's files of the package, at their paths in the repository, which are laid
-# over a copy of this installation (default .old_files; so only the changed files travel; the extensions must
-# be the same). On the GPU host, in the repository root, with .device, .bench_data and that folder carried.
+# OLD_FILES holds the earlier version's files, at their paths in the repository, which are laid over a copy of
+# this checkout's source, then installed as this one is (default .old_files; so only the changed files travel;
+# Cython sources among them are compiled). ONLY_PEANUT=1 leaves out the kernel profiles and the peers. On the GPU
+# host, in the repository root, with .device, .bench_data and that folder carried.
 set -u
 W=${WDIR:-/tmp/ws}; OLD_FILES=$(readlink -f "${OLD_FILES:-.old_files}"); source "$(dirname "$0")/gpu_common.sh"
-# the earlier version: this installation with the earlier files laid over it (both have the same extensions);
-# NEW_FILES=DIR lays a later version's files over this one the same way
+# the earlier version: this checkout's source with the earlier files laid over it, installed beside this one;
+# NEW_FILES=DIR lays a later version's files over this installation (same extensions only)
 lay_over() { (cd "$1" && find . -type f) | while read -r f; do cp "$1/$f" "$2/$f"; done; }
-rm -rf /tmp/old && cp -r /tmp/new /tmp/old && lay_over "$OLD_FILES" /tmp/old
+rm -rf /tmp/old /tmp/oldsrc && mkdir -p /tmp/oldsrc
+tar -C $R --exclude='*.so' --exclude='peanut_py/_*.c' -cf - setup.py pyproject.toml MANIFEST.in README.md peanut_py \
+  | tar -xf - -C /tmp/oldsrc
+lay_over "$OLD_FILES" /tmp/oldsrc
+python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/old /tmp/oldsrc > $W/i0.log 2>&1 \
+  || { tail -5 $W/i0.log; exit 1; }
 [ -n "${NEW_FILES:-}" ] && lay_over "$(readlink -f "$R/$NEW_FILES")" /tmp/new
 OLD="env PYTHONPATH=/tmp/old:/tmp/site python3 -m peanut_py"
 M="env MEASURE_GPU=0 python3 $R/benchmarks/measure.py"
-minibwa_index 4
+[ -z "${ONLY_PEANUT:-}" ] && minibwa_index 4
 peanut_index
 simulate_pairs 5000000 8
 simulate_single 10000000 8
@@ -41,6 +47,7 @@ for set in se pe; do
   done
 done
 echo "peanut done $(( $(date +%s) - T0 )) s"
+[ -n "${ONLY_PEANUT:-}" ] && exit 0
 for v in old new; do
   if [ $v = old ]; then PP=/tmp/old:/tmp/site; else PP=/tmp/new:/tmp/site; fi
   env PYTHONPATH=$PP python3 $R/benchmarks/kernel_profile.py chr20.h5 se.fq -t 16 --top 14 -o /dev/null \
