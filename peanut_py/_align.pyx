@@ -1210,7 +1210,8 @@ def md_batch(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, res
     """MD strings (list of str, "" for pairs without alignment) of align_batch's result on the same input."""
     text, offsets = md_flat(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, result)
     raw = text.tobytes()
-    return [raw[a:b].decode("ascii") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+    bounds = offsets.tolist()         # a list: this module turns off negative indexing, so no offsets[:-1]
+    return [raw[a:b].decode("ascii") for a, b in zip(bounds, bounds[1:])]
 
 
 def md_flat(read_seq, read_offsets, ref_seq, ref_offsets, ref_global_start, result):
