@@ -175,13 +175,27 @@ cdef inline void fill_reach(int32_t *reach, int32_t max_budget) noexcept nogil:
         reach[r] = last
 
 
+cdef inline int32_t reach_step(const uint8_t *read, const uint8_t *ref, int32_t n, int32_t q, int32_t j, bint local,
+                                const Scoring *sc, int32_t clip_cost, int32_t *u, int32_t *v) noexcept nogil:
+    """One column of a reach scan (read[q] against ref[j], REACH_BIG outside the window): u, the penalty without
+    a clip, and v, with the read's end up to here soft-clipped at ``clip_cost`` (clip + A per clipped base),
+    both saturating at REACH_BIG; returns the scan's penalty so far, min(u, v)."""
+    cdef int32_t c = column_penalty(read[q], ref[j], sc) if 0 <= j < n else REACH_BIG
+    u[0] = u[0] + c if u[0] + c < REACH_BIG else REACH_BIG
+    if local:
+        v[0] = v[0] + c if v[0] + c < REACH_BIG else REACH_BIG
+        if clip_cost < v[0]:
+            v[0] = clip_cost
+    return u[0] if u[0] < v[0] else v[0]
+
+
 cdef void prefix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
                        const Scoring *sc, int32_t max_budget, int32_t *reach) noexcept nogil:
     """reach[r] for r = 0..max_budget: the largest x such that read[0:x] aligns ungapped on diagonal d (base
     q against ref[d + q]), its first bases soft-clipped or not (local), at a penalty of at most r against
     m*A (clipped bases cost A each, plus ``clip``). The penalty only grows with x, so one scan fills every r.
     reach[max_budget + 1] is scratch space."""
-    cdef int32_t x = 0, c, j, r, u = 0, v = REACH_BIG, now, before = 0, clip_v
+    cdef int32_t x = 0, r, u = 0, v = REACH_BIG, now, before = 0, clip_v
     for r in range(max_budget + 1):
         reach[r] = -1
     while x < m:
@@ -193,14 +207,8 @@ cdef void prefix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32
                 v = clip_v if clip_v < v else v
             x += 8
             continue
-        j = d + x
-        c = column_penalty(read[x], ref[j], sc) if 0 <= j < n else REACH_BIG
-        u = u + c if u + c < REACH_BIG else REACH_BIG
-        if local:               # v: read[0:x+1] with a clipped prefix, the clip ending anywhere up to x+1
-            v = v + c if v + c < REACH_BIG else REACH_BIG
-            if sc.clip + sc.A * (x + 1) < v:
-                v = sc.clip + sc.A * (x + 1)
-        now = u if u < v else v
+        # v: read[0:x+1] with a clipped prefix, the clip ending anywhere up to x+1
+        now = reach_step(read, ref, n, x, d + x, local, sc, sc.clip + sc.A * (x + 1), &u, &v)
         # budgets before .. now - 1 end at x: the first of them takes x here, the others copy it below; where
         # none ends (now == before), x goes to the spare slot max_budget + 1. No branch on it: on diagonals
         # beside the read's, most columns but not all end a budget
@@ -218,7 +226,7 @@ cdef void suffix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32
                        const Scoring *sc, int32_t max_budget, int32_t *reach) noexcept nogil:
     """prefix_reach's mirror: reach[r] is the smallest y such that read[y:m] aligns ungapped on diagonal d,
     its last bases soft-clipped or not (local), at a penalty of at most r; reach[max_budget + 1] is scratch."""
-    cdef int32_t y = m - 1, c, j, r, u = 0, v = REACH_BIG, now, before = 0, clip_v
+    cdef int32_t y = m - 1, r, u = 0, v = REACH_BIG, now, before = 0, clip_v
     for r in range(max_budget + 1):
         reach[r] = -1
     while y >= 0:
@@ -228,14 +236,7 @@ cdef void suffix_reach(const uint8_t *read, int32_t m, const uint8_t *ref, int32
                 v = clip_v if clip_v < v else v
             y -= 8
             continue
-        j = d + y
-        c = column_penalty(read[y], ref[j], sc) if 0 <= j < n else REACH_BIG
-        u = u + c if u + c < REACH_BIG else REACH_BIG
-        if local:
-            v = v + c if v + c < REACH_BIG else REACH_BIG
-            if sc.clip + sc.A * (m - y) < v:
-                v = sc.clip + sc.A * (m - y)
-        now = u if u < v else v
+        now = reach_step(read, ref, n, y, d + y, local, sc, sc.clip + sc.A * (m - y), &u, &v)
         reach[before if now > before else max_budget + 1] = y + 1
         before = now
         if before > max_budget:
@@ -251,7 +252,7 @@ cdef void prefix_reach_at(const uint8_t *read, int32_t m, const uint8_t *ref, in
     """prefix_reach's reach[top] and reach[low] (low <= top) only, without filling the budgets between: the
     same scan, stopped where the penalty passes top, and reach[low] counted as the number of columns whose
     prefix stays within low (the penalty only grows, so they are the first ones)."""
-    cdef int32_t x = 0, c, j, i, u = 0, v = REACH_BIG, now = 0, n_low = 0, clip_v
+    cdef int32_t x = 0, c, i, u = 0, v = REACH_BIG, now = 0, n_low = 0, clip_v
     cdef int32_t tab[4]                 # a column's penalty by its flags: match, mismatch, N
     cdef uint64_t mis, amb, flags
     tab[0], tab[1], tab[2], tab[3] = 0, sc.A + sc.B, sc.A + sc.ambig, 0
@@ -285,14 +286,7 @@ cdef void prefix_reach_at(const uint8_t *read, int32_t m, const uint8_t *ref, in
             if now > top:
                 break
             continue
-        j = d + x
-        c = column_penalty(read[x], ref[j], sc) if 0 <= j < n else REACH_BIG
-        u = u + c if u + c < REACH_BIG else REACH_BIG
-        if local:
-            v = v + c if v + c < REACH_BIG else REACH_BIG
-            if sc.clip + sc.A * (x + 1) < v:
-                v = sc.clip + sc.A * (x + 1)
-        now = u if u < v else v
+        now = reach_step(read, ref, n, x, d + x, local, sc, sc.clip + sc.A * (x + 1), &u, &v)
         if now > top:
             break
         n_low += now <= low
@@ -304,7 +298,7 @@ cdef void prefix_reach_at(const uint8_t *read, int32_t m, const uint8_t *ref, in
 cdef void suffix_reach_at(const uint8_t *read, int32_t m, const uint8_t *ref, int32_t n, int32_t d, bint local,
                           const Scoring *sc, int32_t top, int32_t low, int32_t *at_top, int32_t *at_low) noexcept nogil:
     """suffix_reach's reach[top] and reach[low] only, as prefix_reach_at."""
-    cdef int32_t y = m - 1, c, j, i, u = 0, v = REACH_BIG, now = 0, n_low = 0, clip_v
+    cdef int32_t y = m - 1, c, i, u = 0, v = REACH_BIG, now = 0, n_low = 0, clip_v
     cdef int32_t tab[4]                 # a column's penalty by its flags: match, mismatch, N
     cdef uint64_t mis, amb, flags
     tab[0], tab[1], tab[2], tab[3] = 0, sc.A + sc.B, sc.A + sc.ambig, 0
@@ -334,14 +328,7 @@ cdef void suffix_reach_at(const uint8_t *read, int32_t m, const uint8_t *ref, in
             if now > top:
                 break
             continue
-        j = d + y
-        c = column_penalty(read[y], ref[j], sc) if 0 <= j < n else REACH_BIG
-        u = u + c if u + c < REACH_BIG else REACH_BIG
-        if local:
-            v = v + c if v + c < REACH_BIG else REACH_BIG
-            if sc.clip + sc.A * (m - y) < v:
-                v = sc.clip + sc.A * (m - y)
-        now = u if u < v else v
+        now = reach_step(read, ref, n, y, d + y, local, sc, sc.clip + sc.A * (m - y), &u, &v)
         if now > top:
             break
         n_low += now <= low
