@@ -33,23 +33,35 @@ def parse(lines):
     return runs, mapping
 
 
+def counted_seconds(s, tool, wall, mapping):
+    """The seconds a run of set ``s`` counts: strobealign's own mapping time where the log has it, else the wall."""
+    return mapping[s] if tool == "strobealign" and s in mapping else wall
+
+
+def rates(runs, mapping):
+    """Per set: (tool, reads/s) of every run that exited with 0, in order."""
+    out = {}
+    for s, rows in runs.items():
+        for tool, wall, reads, rc in rows:
+            if not rc:
+                out.setdefault(s, []).append((tool, reads / counted_seconds(s, tool, wall, mapping)))
+    return out
+
+
 def table(runs, mapping):
     out = []
     for s, rows in runs.items():
         out += [f"**{SETS.get(s, s)}**", "", "| tool | reads | wall | reads/s | peanut-py's rate over it |",
                 "|---|---|---|---|---|"]
-        rate = {}
-        for tool, wall, reads, rc in rows:
-            if rc:
-                continue
-            seconds = mapping[s] if tool == "strobealign" and s in mapping else wall
-            rate.setdefault(tool.removesuffix("_b"), []).append(reads / seconds)
+        rate = {}                                   # peanut-py's two runs under one name
+        for tool, r in rates(runs, mapping).get(s, []):
+            rate.setdefault(tool.removesuffix("_b"), []).append(r)
         ours = rate.get("peanut", [])
         for tool, wall, reads, rc in rows:
             if rc:
                 out.append(f"| {tool} | {reads:,} | exit status {rc} after {wall:.2f} s | | |")
                 continue
-            seconds = mapping[s] if tool == "strobealign" and s in mapping else wall
+            seconds = counted_seconds(s, tool, wall, mapping)
             shown = f"{wall:.2f} s" + (f" (mapping {seconds:.2f} s)" if seconds != wall else "")
             ratio = "" if tool.startswith("peanut") or not ours else \
                 "-".join(sorted({f"{r / (reads / seconds):.2f}x" for r in ours}))
@@ -61,17 +73,6 @@ def table(runs, mapping):
                     + ", ".join(f"{r / peers[best]:.2f}x" for r in ours) + " its rate."]
         out.append("")
     return "\n".join(out)
-
-
-def rates(runs, mapping):
-    """Per set: (tool, reads/s) of every run that exited with 0, in order."""
-    out = {}
-    for s, rows in runs.items():
-        for tool, wall, reads, rc in rows:
-            if not rc:
-                seconds = mapping[s] if tool == "strobealign" and s in mapping else wall
-                out.setdefault(s, []).append((tool, reads / seconds))
-    return out
 
 
 def plot(runs, mapping, path, title):
