@@ -5,6 +5,7 @@ live in map_single.py and map_paired.py; this module owns what both share.
 """
 import contextlib
 import os
+import resource
 import threading
 import time
 from dataclasses import replace
@@ -337,6 +338,8 @@ def summarize(tally, part_summary, wall, log):
         start_up = f", the first batch on the device after {started:.1f} s" if started is not None else ""
         log(f"{line}; {wall:.1f} s ({n_reads / max(wall, 1e-9):,.0f} reads/s{start_up})")
         log(f"stage seconds (summed over threads): {stage_text}")
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        log(f"process CPU: {usage.ru_utime:.1f} s user, {usage.ru_stime:.1f} s system")
     return summary
 
 

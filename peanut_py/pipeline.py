@@ -224,9 +224,11 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
 
     def timed(step):
         def run():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             out = step()
             times.add("postprocess", time.perf_counter() - t)
+            # the step's own CPU beside its wall: the rest is waiting (interpreter lock, page faults, a busy host)
+            times.add("postprocess CPU", time.thread_time() - c)
             return out
 
         return run
@@ -277,10 +279,12 @@ def _run(batches, device_step, post_steps, write, threads, queue_size, log, time
                 if item is _END:
                     break
                 seq, batch = item
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.thread_time()
                 result = step(batch)
                 t1 = time.perf_counter()
                 times.add("device", t1 - t)
+                # the device thread's CPU: its host steps, and the driver's own busy waits on the device
+                times.add("device CPU", time.thread_time() - c)
                 if in_order is None:
                     forward(batch, result)
                 else:

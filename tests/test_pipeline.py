@@ -311,3 +311,40 @@ def test_device_waits_are_timed_apart_from_its_work():
     _, times = run_pipeline(range(30), lambda b: b, _steps(1), slow_write, threads=1, queue_size=1)
     assert times.seconds["device hand-off"] >= 0.5
     assert times.seconds["device"] < 0.1
+
+
+def test_thread_cpu_is_counted_beside_the_wall():
+    """The postprocessing steps' and the device thread's own CPU time are summed beside their wall time: a step
+    that sleeps adds wall but almost no CPU, one that computes adds both."""
+    def sleeping(batch, result):
+        def step():
+            time.sleep(0.03)
+            return f"{batch}\n", 1, {}
+        return [step]
+
+    def device_sleeps(b):
+        time.sleep(0.03)
+        return b
+
+    _, times = run_pipeline(range(8), device_sleeps, sleeping, lambda text: None, threads=2)
+    assert times.seconds["postprocess"] >= 0.2 and times.seconds["device"] >= 0.2
+    assert times.seconds["postprocess CPU"] < 0.5 * times.seconds["postprocess"]
+    assert times.seconds["device CPU"] < 0.5 * times.seconds["device"]
+
+    def spin(seconds):
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    def computing(batch, result):
+        def step():
+            spin(0.03)
+            return f"{batch}\n", 1, {}
+        return [step]
+
+    def device_computes(b):
+        spin(0.03)
+        return b
+
+    _, times = run_pipeline(range(8), device_computes, computing, lambda text: None, threads=2)
+    assert times.seconds["postprocess CPU"] >= 0.2 and times.seconds["device CPU"] >= 0.2
