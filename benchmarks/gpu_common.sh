@@ -1,6 +1,9 @@
 # Sourced by the gpu_*.sh scripts: installs peanut-py from the checkout (or SRC=DIR) into /tmp/new, enters the
 # work folder W (set by the caller), starts the clock T0 and unpacks chr20; NEW runs the installed peanut.
-S0=$(date +%s); source .device/env.sh > /dev/null; S1=$(date +%s)
+S0=$(date +%s); source .device/env.sh > /dev/null
+# the peers' prebuilt binaries travel packed (../shared/peers); unpacked once per host
+[ -e .device/peers-bin.tar.xz ] && [ ! -x .device/bin/minibwa ] && tar -xJf .device/peers-bin.tar.xz -C .device
+S1=$(date +%s)
 R=$PWD; mkdir -p $W
 python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/new "${SRC:-.}" > $W/i1.log 2>&1 || { tail -5 $W/i1.log; exit 1; }
 # the carried wheels went in without bytecode (.device/env.sh); compiled here as a normal install compiles them,
@@ -17,15 +20,16 @@ minibwa_index() {
   ( mkdir -p mb && ln -sf $W/chr20.fa mb/chr20.fa && minibwa index -t ${1:-4} mb/chr20.fa > mb.log 2>&1
     echo minibwa-index $? ) &
 }
-# simulate_pairs N [THREADS], simulate_single N [THREADS]: N pairs 2x150 (r1.fq, r2.fq, seed 21) or N single-end
-# 100 bp reads (se.fq, seed 22) from chr20, in the background (mason's reads depend on its thread count)
+# simulate_pairs N [THREADS [TRUTH]], simulate_single N [THREADS [TRUTH]]: N pairs 2x150 (r1.fq, r2.fq, seed 21)
+# or N single-end 100 bp reads (se.fq, seed 22) from chr20, in the background (mason's reads depend on its thread
+# count, not on whether it also writes their true alignments to the SAM file TRUTH)
 simulate_pairs() {
   mason_simulator -ir chr20.fa -n $1 --illumina-read-length 150 -o r1.fq -or r2.fq --seed 21 \
-    --num-threads ${2:-8} -q > /dev/null 2>&1 &
+    --num-threads ${2:-8} ${3:+-oa $3} -q > /dev/null 2>&1 &
 }
 simulate_single() {
   mason_simulator -ir chr20.fa -n $1 --illumina-read-length 100 -o se.fq --seed 22 \
-    --num-threads ${2:-8} -q > /dev/null 2>&1 &
+    --num-threads ${2:-8} ${3:+-oa $3} -q > /dev/null 2>&1 &
 }
 # simulate_speed_sets [THREADS]: the speed sets, 2.5 M pairs and 5 M single-end reads
 simulate_speed_sets() {

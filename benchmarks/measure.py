@@ -3,6 +3,7 @@
 
     python3 benchmarks/measure.py NAME CMD...         # stdout to NAME.out, stderr to NAME.err
     python3 benchmarks/measure.py --score TRUTH SAM    # placement accuracy against mason's truth SAM
+    python3 benchmarks/measure.py --score-first TRUTH SAM   # the same, TRUTH being the first reads of SAM's input
 
 The first prints one line: exit status, wall clock, peak RSS and CPU time (``os.wait4``), and where
 ``nvidia-smi`` exists the most GPU memory in use while the command ran (sampled every 100 ms: the whole GPU's,
@@ -98,18 +99,19 @@ def measure(name, cmd):
     return line + (f" GPU peak {gpu.peak:,} MiB" if gpu.peak is not None else "")
 
 
-def score(truth_path, sam_path):
+def score(truth_path, sam_path, first_part=False):
     from benchmarks import scoring
 
-    s = scoring.score_sam(sam_path, scoring.load_truth(truth_path))
+    s = scoring.score_sam(sam_path, scoring.load_truth(truth_path), first_part=first_part)
     return (f"  {sam_path}: {s['correct']:,} of {s['n_truth']:,} correct ({100 * s['frac_correct']:.3f} %), "
-            f"wrong at MAPQ >= 20: {s['wrong_at'].get('20')}, missing {s['missing']}")
+            f"wrong at MAPQ >= 20: {s['wrong_at'].get('20')}, missing {s['missing']}, "
+            f"correct at MAPQ >= 20: {s['mapped_at'].get('20') - s['wrong_at'].get('20'):,}")
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 3 and argv[0] == "--score":
-        print(score(argv[1], argv[2]), flush=True)
+    if len(argv) == 3 and argv[0] in ("--score", "--score-first"):
+        print(score(argv[1], argv[2], first_part=argv[0] == "--score-first"), flush=True)
     elif len(argv) >= 2 and not argv[0].startswith("-"):
         print(measure(argv[0], argv[1:]), flush=True)
     else:

@@ -185,10 +185,16 @@ def _mapq(q):
     return 0 if q == 255 else q
 
 
-def score_sam(sam_path, truth, tolerance=DEFAULT_TOLERANCE, thresholds=THRESHOLDS):
-    """Placement accuracy of the primary records in ``sam_path`` against ``truth`` (see module docstring)."""
+def score_sam(sam_path, truth, tolerance=DEFAULT_TOLERANCE, thresholds=THRESHOLDS, first_part=False):
+    """Placement accuracy of the primary records in ``sam_path`` against ``truth`` (see module docstring).
+
+    ``first_part``: the truth holds the first reads of the mapped input and the SAM keeps the input's order, so
+    reading stops at the first read outside the truth once every truth read was seen (the rest is not read and
+    not counted as ``extra``)."""
     seen = {}
     duplicate_primary = extra = 0
+    n_known = len(truth.placements) + len(truth.unplaced) + len(truth.off_reference)
+    n_seen_known = 0
     for qname, flag, rname, pos, mapq, cigar, _tags in iter_sam(sam_path):
         if flag & 0x900:
             continue
@@ -199,9 +205,14 @@ def score_sam(sam_path, truth, tolerance=DEFAULT_TOLERANCE, thresholds=THRESHOLD
         want = truth.placements.get(key)
         if want is None:
             if key not in truth.unplaced and key not in truth.off_reference:
+                if first_part and n_seen_known == n_known:
+                    break
                 extra += 1
+            else:
+                n_seen_known += 1
             seen[key] = None
             continue
+        n_seen_known += 1
         if flag & 0x4 or rname == "*":
             seen[key] = None
         else:

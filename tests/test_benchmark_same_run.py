@@ -38,7 +38,7 @@ def test_rates_and_ratios_follow_the_log():
         assert f"Fastest peer: {best}; peanut-py's runs at " + ", ".join(f"{r / peers[best]:.2f}x" for r in ours) \
             in text
         for tool, v in peers.items():
-            shown = "-".join(sorted({f"{r / v:.2f}x" for r in ours}))
+            shown = "-".join(f"{x:.2f}x" for x in sorted({round(r / v, 2) for r in ours}))  # lowest first
             assert re.search(rf"\| {re.escape(tool)} \| [\d,]+ \| [^|]+ \| {round(v):,} \| {shown} \|", text), tool
 
 
@@ -74,3 +74,37 @@ def test_plotted_rates_are_the_tables():
         section = text.split("**")[2 if s == "se" else 4]
         for tool, rate in bars:
             assert f"| {tool} | " in section and f" | {round(rate):,} | " in section
+
+
+def test_accuracy_columns_from_measure_scores(tmp_path):
+    """measure.py --score's real line for a tool's SAM (named as gpu_issue20.sh names it) gives that tool's
+    accuracy cells; a tool without a score gets empty cells, and a log without scores keeps the plain table."""
+    from tests.test_scoring import TRUTH, sam
+
+    truth = sam(tmp_path / "ptruth_se.sam", TRUTH[:4])
+    mapped = sam(tmp_path / "se_peanut.out", [("r1", 0, "1", 100, 60, "20M"), ("r2", 16, "1", 200, 60, "20M"),
+                                              ("r3", 0, "2", 300, 60, "20M"), ("r4", 4, "*", 0, 0, "*")])
+    line = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "measure.py"), "--score", truth, mapped],
+                          cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    scores = same_run_table.parse_scores(line.splitlines())
+    correct, n, wrong20, correct20 = scores["se"]["peanut"]
+    assert (correct, n, wrong20) == (2, 4, 1) and 0 <= correct20 <= correct
+    runs, mapping = same_run_table.parse(_log_lines())
+    text = same_run_table.table(runs, mapping, scores)
+    se = text.split("**")[2]
+    assert "| correct (4 reads) | correct, MAPQ >= 20 | wrong at MAPQ >= 20 per 10,000 |" in se
+    assert re.search(rf"\| peanut \| 10,000,000 \|[^\n]*\| 50.000 % \| {100 * correct20 / 4:.3f} % \| 2500.00 \|", se)
+    assert re.search(r"\| minibwa \|[^\n]*\| \| \|$", se, re.M)  # no score: empty cells
+    assert "correct (" not in text.split("**")[4]  # pairs: no scores, no accuracy columns
+    assert same_run_table.table(runs, mapping) == same_run_table.table(runs, mapping, {})
+
+
+def test_ratio_ranges_are_in_numeric_order():
+    """A tool's range of peanut-py's ratios is lowest first by value, also across a power of ten (9.25x-10.35x,
+    not "10.35x-9.25x" as sorted strings would give)."""
+    lines = [line for line in _log_lines() if not line.startswith("se_")]
+    lines = [re.sub(r"^pe_peanut_b(\s+)rc=0 wall=[\d.]+ s", r"pe_peanut_b\1rc=0 wall=5.63 s", x) for x in lines]
+    lines = [re.sub(r"^pe_peanut(\s+)rc=0 wall=[\d.]+ s", r"pe_peanut\1rc=0 wall=6.30 s", x) for x in lines]
+    lines = [re.sub(r"^pe_bwa-mem2(\s+)rc=0 wall=[\d.]+ s", r"pe_bwa-mem2\1rc=0 wall=11.65 s", x) for x in lines]
+    text = same_run_table.table(*same_run_table.parse(lines))
+    assert "| 9.25x-10.35x |" in text

@@ -348,3 +348,20 @@ def test_device_open_time_script_reports_each_process(tmp_path):
             assert r["devices"] >= 1 and r["name"]
             assert r["pci"] is None or r["pci"].count(":") == 2  # None for a CPU device
             assert 0 < r["import_s"] <= r["listed_s"] <= r["queue_s"]
+
+
+def test_first_part_stops_after_the_truths_reads(tmp_path):
+    """first_part: the truth is the first reads of the input and the SAM keeps its order, so the records after
+    them are not read (a repeated primary record there is not seen) and not counted as extra; the counts of the
+    truth's reads are those of a full read."""
+    truth = scoring.load_truth(sam(tmp_path / "truth.sam", TRUTH[:4]))
+    head = [("r1", 0, "1", 100, 60, "20M"), ("r2", 16, "1", 200, 60, "20M"), ("r3", 0, "2", 300, 60, "20M"),
+            ("r4", 4, "*", 0, 0, "*")]
+    rest = [("r9", 0, "1", 900, 60, "20M"), ("r10", 0, "1", 1000, 60, "20M"), ("r1", 0, "1", 100, 60, "20M")]
+    path = sam(tmp_path / "run.sam", head + rest)
+    full = scoring.score_sam(path, truth)
+    part = scoring.score_sam(path, truth, first_part=True)
+    assert (full["extra"], full["duplicate_primary"]) == (2, 1)
+    assert (part["extra"], part["duplicate_primary"]) == (0, 0)
+    for key in ("correct", "wrong", "missing", "mapped_at", "wrong_at"):
+        assert part[key] == full[key], key
