@@ -94,49 +94,76 @@ def candidate_set(queue, rs, diag_lo, diag_hi):
 
 
 def band_of(n, lo, hi, min_identity, words):
+    """(k, bands): the diagonal bands [d_lo, d_hi] the kernel validates a candidate in. One band of the
+    candidate's diagonals and k on either side when it fits the cap; else tiles of the candidate's diagonals,
+    each with its k neighbours on either side (one band only when even a single diagonal's does not fit: then
+    the band's centre, shrunk to the cap)."""
     k = max_errors(n, min_identity)
     d_lo, d_hi = lo - k, hi + k
     cap = max_band(words)
-    if d_hi - d_lo + 1 > cap:
+    if d_hi - d_lo + 1 <= cap:
+        return k, [(d_lo, d_hi)]
+    span = cap - 2 * k - 1
+    if span < 0:
         d_lo += (d_hi - d_lo + 1 - cap) // 2
-        d_hi = d_lo + cap - 1
-    return k, d_lo, d_hi
+        return k, [(d_lo, d_lo + cap - 1)]
+    return k, [(t - k, min(hi, t + span) + k) for t in range(lo, hi + 1, span + 1)]
 
 
 def reference_one(genome, strand, lo, hi, min_identity, words, stats=None):
-    """(dist, start, end, keep) of one candidate by full dynamic programming inside the clipped band.
+    """(dist, start, end, keep) of one candidate by full dynamic programming inside the clipped band (the
+    tile with the least distance, ties to the leftmost end, where the kernel tiles a wide candidate).
 
     ``stats`` (a Counter) records which situations the candidate exercises, so tests can check coverage.
     """
     n = len(strand)
-    k, d_lo, d_hi = band_of(n, lo, hi, min_identity, words)
+    k, bands = band_of(n, lo, hi, min_identity, words)
     i = bisect.bisect_right(genome.offsets.tolist(), hi + n - 1) - 1
     if n == 0 or i < 0:
         return NO_ALIGNMENT, 0, 0, 0
     c_start, c_end = int(genome.offsets[i]), int(genome.ends[i])
-    j_lo, j_hi = max(c_start, d_lo), min(c_end, d_hi + n)
     if stats is not None:
+        d_lo, d_hi = bands[0][0], bands[-1][1]
         stats["capped band"] += d_hi - d_lo < hi - lo + 2 * k
-        stats["band over 63"] += d_hi - d_lo + 1 > 63
+        stats["tiled band"] += len(bands) > 1
+        stats["band over 63"] += max(b - a for a, b in bands) + 1 > 63
         stats["clipped at contig start"] += c_start > d_lo
         stats["clipped at contig end"] += c_end < d_hi + n
-        stats["ambiguous in window"] += bool(genome.amb[j_lo:j_hi].any())
+        stats["ambiguous in window"] += bool(genome.amb[max(c_start, d_lo):min(c_end, d_hi + n)].any())
         stats["read with N"] += bool((np.asarray(strand) == 4).any())
         stats["wide candidate"] += hi > lo
-    if j_lo > d_hi or j_lo > j_hi:
+    best = None
+    for d_lo, d_hi in bands:
+        found = reference_band(genome, strand, d_lo, d_hi, c_start, c_end)
+        if found is not None and (best is None or found[:2] < best[:2]):
+            best = found
+    if best is None:
         return NO_ALIGNMENT, 0, 0, 0
-    rows = np.arange(n + 1, dtype=np.int64)
-    read = np.asarray(strand, dtype=np.int64)
+    dist, end, d_lo, d_hi, j_lo = best
+    if dist > k:
+        return int(dist), 0, 0, 0
+    return int(dist), reference_start(genome, strand, d_lo, d_hi, j_lo, end, dist), end, 1
 
-    def in_band(j):
-        return (j - rows >= d_lo) & (j - rows <= d_hi)
 
+def _cost(genome, read, n):
     def cost(j):  # cost of rows 1..n against reference base j - 1 (column j)
         g = j - 1
         if genome.amb[g]:
             return np.ones(n, np.int64)
         return ((read != genome.codes[g]) | (read == 4)).astype(np.int64)
+    return cost
 
+
+def reference_band(genome, strand, d_lo, d_hi, c_start, c_end):
+    """The forward pass in one band clipped to the contig: (least distance in row n, its leftmost end column,
+    d_lo, d_hi, first column), or None when row n has no cell in the band."""
+    n = len(strand)
+    j_lo, j_hi = max(c_start, d_lo), min(c_end, d_hi + n)
+    if j_lo > d_hi or j_lo > j_hi:
+        return None
+    rows = np.arange(n + 1, dtype=np.int64)
+    read = np.asarray(strand, dtype=np.int64)
+    cost = _cost(genome, read, n)
     # forward: E[i][j] = best alignment of read[:i] ending at column j
     E = {}
     prev = None
@@ -146,7 +173,7 @@ def reference_one(genome, strand, lo, hi, min_identity, words, stats=None):
             a[1:] = prev[:-1] + cost(j)
             a = np.minimum(a, prev + 1)
         a[0] = 0
-        mask = in_band(j)
+        mask = (j - rows >= d_lo) & (j - rows <= d_hi)
         a[~mask] = INF
         col = np.minimum.accumulate(a - rows) + rows  # vertical moves
         col[~mask] = INF
@@ -155,12 +182,17 @@ def reference_one(genome, strand, lo, hi, min_identity, words, stats=None):
         prev = col
     ends = [j for j in range(j_lo, j_hi + 1) if E[j][n] < INF]
     if not ends:
-        return NO_ALIGNMENT, 0, 0, 0
+        return None
     dist = min(E[j][n] for j in ends)
-    if dist > k:
-        return int(dist), 0, 0, 0
-    end = min(j for j in ends if E[j][n] == dist)
+    return int(dist), min(j for j in ends if E[j][n] == dist), d_lo, d_hi, j_lo
 
+
+def reference_start(genome, strand, d_lo, d_hi, j_lo, end, dist):
+    """The rightmost start of an alignment of cost ``dist`` ending at column ``end`` inside the band."""
+    n = len(strand)
+    rows = np.arange(n + 1, dtype=np.int64)
+    read = np.asarray(strand, dtype=np.int64)
+    cost = _cost(genome, read, n)
     # backward: B[i][j] = cheapest path from (i, j) to (n, end) inside the band
     nxt = None
     starts = []
@@ -171,7 +203,7 @@ def reference_one(genome, strand, lo, hi, min_identity, words, stats=None):
         else:
             a[:n] = nxt[1:] + cost(j + 1)
             a = np.minimum(a, nxt + 1)
-        mask = in_band(j)
+        mask = (j - rows >= d_lo) & (j - rows <= d_hi)
         a[~mask] = INF
         col = (np.minimum.accumulate((a + rows)[::-1]))[::-1] - rows  # vertical moves downwards
         col[~mask] = INF
@@ -180,7 +212,7 @@ def reference_one(genome, strand, lo, hi, min_identity, words, stats=None):
             starts.append(j)
         nxt = col
     assert starts, "an optimal alignment must start somewhere"
-    return int(dist), max(starts), end, 1
+    return max(starts)
 
 
 def reference_all(genome, host_reads, cands, min_identity, words, stats=None):
@@ -351,14 +383,14 @@ def test_long_reads_many_words_and_capped_bands(device):
     """250-300 bp at identity 0.8: k = 50..60, bands of 101..221 diagonals; words=1 and 2 cap them; per
     candidate word classes (the default) give the same as one size for all."""
     run_case(device, 2, 22, [250, 300], 0.1, 100, 0.8, [4, 2, 1, ("auto", 4), ("auto", 2)], [4000],
-             expect=["capped band", "band over 63"])
+             expect=["capped band", "tiled band", "band over 63"])
 
 
 def test_word_classes_mix_every_size(device):
     """Short and long reads with narrow and wide candidates in one batch need 1, 2, 3 and 4 words; each class
     runs with its own kernel and the results equal the reference (capped at 4 words)."""
     genome, res, rb, host, cands, arrays = run_case(device, 11, 60, [40, 100, 250], 0.08, 240, 0.8,
-                                                    [("auto", 4)], [5000, 3000], expect=["capped band"])
+                                                    [("auto", 4)], [5000, 3000], expect=["tiled band"])
     from peanut_py.validation import words_for_band
 
     lengths = np.diff(rb.rs_start_host.astype(np.int64))[arrays["rs"]]
@@ -401,6 +433,39 @@ def test_indels_at_the_band_edge(device):
     r100 = list(itertools.product([40, 100, 200], ["del", "ins"], [0, 1])).index((100, "del", 0))
     i = next(i for i in range(len(rs)) if arrays["rs"][i] == 2 * r100 and arrays["diag_lo"][i] == arrays["diag_hi"][i])
     assert tuple(ref[i][[0, 3]]) == (k100, 1)
+
+
+def test_wide_candidate_in_a_satellite_finds_the_exact_copy_off_its_centre(device):
+    """A cluster chained through a short-period repeat (a GGAAT satellite with rare variants, as in human
+    satellites) spans more diagonals than one band holds. The read matches one place exactly, near the
+    candidate's edge, and the satellite's other places with a mismatch or more: validation in tiles finds the
+    exact copy, where the band's centre alone (the kernel before tiles) finds only a one-mismatch copy."""
+    rng = random.Random(29)
+    unit = [2, 2, 0, 0, 3]  # GGAAT
+    sat = unit * 120
+    for p in rng.sample(range(len(sat)), 14):  # sparse variants at random places: the copies differ
+        sat[p] = 1
+    flank = [rng.randrange(4) for _ in range(400)]
+    genome, contigs = Genome([flank + sat + flank]), [flank + sat + flank]
+    off = int(genome.offsets[0])
+    truth = 400 + 470  # the exact copy, off the candidate's centre
+    read = contigs[0][truth : truth + 100]
+    text = "".join(map(str, contigs[0]))
+    assert text.count("".join(map(str, read))) == 1  # the only exact copy
+    lo, hi = off + 400, off + 400 + 480  # the chained cluster: 481 diagonals, with k = 20 a band of 521
+    q = device.queue
+    res, (rb, host) = genome.resident(q), read_buffer(q, [read])
+    cands, arrays = candidate_set(q, [0], [lo], [hi])
+    ref = reference_all(genome, host, arrays, 0.8, 4)
+    assert_same(device_all(device, res, rb, cands, 0.8, None), ref, arrays, host.strands)
+    dist, start, end, keep = ref[0]
+    assert (dist, keep, start, end) == (0, 1, off + truth, off + truth + 100)
+    # the band's centre alone (255 diagonals around the middle) does not reach the exact copy's diagonal
+    k = max_errors(100, 0.8)
+    centre_lo = lo - k + (hi - lo + 2 * k + 1 - max_band(4)) // 2
+    assert not centre_lo <= off + truth <= centre_lo + max_band(4) - 1
+    best_in_centre = reference_band(genome, read, centre_lo, centre_lo + max_band(4) - 1, off, off + len(contigs[0]))
+    assert best_in_centre[0] >= 1
 
 
 def test_compaction_keeps_candidate_order_and_filters_identity(device):
