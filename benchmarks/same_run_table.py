@@ -49,7 +49,7 @@ def parse_scores(lines):
 
 
 def accuracy_cells(score):
-    """The three accuracy cells of a tool's row ('' without a score)."""
+    """The three accuracy cells of a tool's row (empty ones without a score)."""
     if score is None:
         return " | | |"
     correct, n, wrong20, correct20 = score
@@ -88,7 +88,7 @@ def table(runs, mapping, scores=None):
         for tool, wall, reads, rc in rows:
             if rc:
                 out.append(f"| {tool} | {reads:,} | exit status {rc} after {wall:.2f} s | | |"
-                           + (" | | |" if scored else ""))
+                           + (accuracy_cells(None) if scored else ""))
                 continue
             seconds = counted_seconds(s, tool, wall, mapping)
             shown = f"{wall:.2f} s" + (f" (mapping {seconds:.2f} s)" if seconds != wall else "")
@@ -125,8 +125,7 @@ def plot(runs, mapping, path, title, scores=None):
         ax = axes[0][col]
         names = [t for t, _ in bars]
         values = [r / 1e6 for _, r in bars]
-        colors = ["#d62728" if t.startswith("peanut") else "#7f7f7f" for t in names]
-        ax.barh(range(len(bars)), values, color=colors)
+        ax.barh(range(len(bars)), values, color=bar_colors(names))
         ax.set_yticks(range(len(bars)), [PEANUT_RUNS.get(t, t) for t in names])
         ax.invert_yaxis()
         for i, v in enumerate(values):
@@ -141,6 +140,11 @@ def plot(runs, mapping, path, title, scores=None):
     fig.savefig(path, dpi=110)
 
 
+def bar_colors(tools):
+    """peanut-py's bars red, the peers' grey."""
+    return ["#d62728" if t.startswith("peanut") else "#7f7f7f" for t in tools]
+
+
 def accuracy_panel(ax, scored, tools):
     """Per tool, correct reads with MAPQ >= 20 (%, bars) and wrong ones per 10,000 (the bars' labels)."""
     tools = [t for t in tools if t in scored]
@@ -149,8 +153,7 @@ def accuracy_panel(ax, scored, tools):
         return
     correct = [100 * scored[t][3] / scored[t][1] for t in tools]
     wrong = [1e4 * scored[t][2] / scored[t][1] for t in tools]
-    colors = ["#d62728" if t.startswith("peanut") else "#7f7f7f" for t in tools]
-    ax.barh(range(len(tools)), correct, color=colors)
+    ax.barh(range(len(tools)), correct, color=bar_colors(tools))
     ax.set_yticks(range(len(tools)), [PEANUT_RUNS.get(t, t).removesuffix(", run 1") for t in tools])
     ax.invert_yaxis()
     low = min(correct)
@@ -171,9 +174,10 @@ def main(argv=None):
     with open(args.log) as f:
         lines = [line for line in f if not line.startswith("#")]
     runs, mapping = parse(lines)
-    print(table(runs, mapping, parse_scores(lines)))
+    scores = parse_scores(lines)
+    print(table(runs, mapping, scores))
     if args.plot:
-        plot(runs, mapping, args.plot, args.title, parse_scores(lines))
+        plot(runs, mapping, args.plot, args.title, scores)
 
 
 if __name__ == "__main__":
