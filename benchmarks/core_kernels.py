@@ -177,7 +177,6 @@ def run_buffer(device, resident, codes, offsets, min_identity=0.8, min_votes=Non
     """One buffer through the three device steps, every kernel timed. Returns a dict of times and counts.
 
     Validation uses the best-stratum selection of mode best (peanut map's default) unless ``validate_all``."""
-    from peanut_py.device_stage import NO_MASKED
     from peanut_py.filtration import DEFAULT_COLLAPSE_GAP, filter_reference
     from peanut_py.qgroup import QGroupIndex, ReadBuffer
     from peanut_py.selection import BestStratumSelection
@@ -199,8 +198,8 @@ def run_buffer(device, resident, codes, offsets, min_identity=0.8, min_votes=Non
     times["index: other"] = max(0.0, t2 - t1 - sum(index.timings.values()))
     times["index total"] = t2 - t1
     kwargs = {} if min_votes is None else {"min_votes": min_votes}
-    # mode best's plain threshold, as DeviceStage runs it
-    cand = filter_reference(device, resident, index, buffer, profile=True, masked_kmers=NO_MASKED, **kwargs)
+    # the threshold lowered by the masked q-grams, as DeviceStage runs it
+    cand = filter_reference(device, resident, index, buffer, profile=True, **kwargs)
     queue.finish()
     t3 = time.perf_counter()
     times.update({f"filtration: {k}": v for k, v in cand.timings.items()})

@@ -7,8 +7,10 @@
 #   OLD_FILES=DIR WDIR=/dev/shm/ws bash benchmarks/gpu_strands.sh
 # OLD_FILES holds the earlier version's files, at their paths in the repository, which are laid over a copy of
 # this checkout's source, then installed as this one is (default .old_files; so only the changed files travel;
-# Cython sources among them are compiled). ONLY_PEANUT=1 leaves out the kernel profiles and the peers. On the GPU
-# host, in the repository root, with .device, .bench_data and that folder carried.
+# Cython sources among them are compiled). ONLY_PEANUT=1 leaves out the kernel profiles and the peers. SCORE=1
+# has mason write the true alignments and scores both versions' first runs on the first 2 M reads of each set
+# (benchmarks/measure.py --score-first). On the GPU host, in the repository root, with .device, .bench_data and
+# that folder carried.
 set -u
 W=${WDIR:-/tmp/ws}; OLD_FILES=$(readlink -f "${OLD_FILES:-.old_files}"); source "$(dirname "$0")/gpu_common.sh"
 # the earlier version: this checkout's source with the earlier files laid over it, installed beside this one;
@@ -25,9 +27,17 @@ OLD="env PYTHONPATH=/tmp/old:/tmp/site python3 -m peanut_py"
 M="env MEASURE_GPU=0 python3 $R/benchmarks/measure.py"
 [ -z "${ONLY_PEANUT:-}" ] && minibwa_index 4
 peanut_index
-simulate_pairs 5000000 8
-simulate_single 10000000 8
+SC=${SCORE:-0}
+simulate_pairs 5000000 8 $([ $SC = 1 ] && echo truth_pe.sam)
+simulate_single 10000000 8 $([ $SC = 1 ] && echo truth_se.sam)
 wait; echo "prep $(( $(date +%s) - T0 )) s"
+if [ $SC = 1 ]; then
+  # the truth of the first 2 M reads (mason writes the records in the reads' order, a pair's two mates together)
+  for set in se pe; do
+    awk -v n=2000000 '/^@/ {print; next} {if (++k > n) exit; print}' truth_$set.sam > ptruth_$set.sam
+    rm -f truth_$set.sam
+  done
+fi
 head -4000 se.fq > tiny.fq
 $NEW map -t 16 chr20.h5 tiny.fq > /dev/null 2> warm_new.err
 $OLD map -t 16 chr20.h5 tiny.fq > /dev/null 2> warm_old.err
@@ -41,10 +51,17 @@ for set in se pe; do
     if [ $run = new1 ]; then
       cmp -s <(grep -v '^@PG' $set.old1.sam) <(grep -v '^@PG' $set.new1.sam) \
         && echo "$set: old and new SAM identical" || echo "$set: SAM DIFFERS"
-      rm -f $set.old1.sam
     fi
-    [ $run = old1 ] || rm -f $set.$run.sam
+    case $run in old1|new1) ;; *) rm -f $set.$run.sam;; esac
   done
+  if [ $SC = 1 ]; then
+    for run in old1 new1; do
+      python3 $R/benchmarks/measure.py --score-first ptruth_$set.sam $set.$run.sam > $set.$run.score 2>&1 &
+    done
+    for j in $(jobs -p); do wait $j; done
+    for run in old1 new1; do echo "score ${set}_$run $(cat $set.$run.score)"; done
+  fi
+  rm -f $set.old1.sam $set.new1.sam
 done
 echo "peanut done $(( $(date +%s) - T0 )) s"
 [ -n "${ONLY_PEANUT:-}" ] && exit 0

@@ -38,13 +38,15 @@ class DeviceStage:
     """The device stage: the three device steps for a batch of reads against the resident reference."""
 
     def __init__(self, device, resident, min_identity=DEFAULT_MIN_IDENTITY, collapse_gap=DEFAULT_COLLAPSE_GAP,
-                 best_stratum=False, clipped=None, masked_aware=False):
+                 best_stratum=False, clipped=None, masked_aware=True):
         """``best_stratum``: validate with :class:`BestStratumSelection` (for mode best: same best stratum,
         weak rivals skipped); otherwise every candidate is validated. ``clipped`` (a
         :class:`peanut_py.clipped.ClippedSearch`, local mode): reads without a validated hit get the hits of
         their local alignments (clipped.py); None: they stay without hits. ``masked_aware``: the votes
         threshold of a read strand is lowered by its q-grams that the index masked (``resident.masked_kmers``),
-        which keeps the q-gram lemma's guarantee inside masked repeats (modes all and strata:N)."""
+        which keeps the q-gram lemma's guarantee inside masked repeats, and the best-stratum selection's
+        need of a rival by the same count (every mode of ``peanut map``; False: the plain threshold, for
+        measurements)."""
         self.device = device
         self.resident = resident
         self.fits = None  # reads per batch known to fit after the device ran out of memory (map_batch_or_split)

@@ -201,11 +201,11 @@ def map_reads(index_path, reads_path, opts, output=None, run=RunOptions(), devic
             log(f"-t {requested}: {n} postprocessing {kind[n > 1]}"
                 + (f", {len(devices)} devices" if len(devices) > 1 else ""))
         stages = [DeviceStage(d, r, min_identity=opts.min_identity, best_stratum=opts.best_stratum_selection,
-                              clipped=ClippedSearch.for_options(opts), masked_aware=opts.masked_aware_threshold)
+                              clipped=ClippedSearch.for_options(opts))
                   for d, r in zip(devices, residents)]
-        if log and opts.masked_aware_threshold and index.mask_threshold and residents[0].masked_kmers is None:
-            log(f"note: {index_path} was built before indexes listed their masked q-grams, so --mode {opts.mode} "
-                "misses hits at masked q-grams that it would find with an index rebuilt by `peanut index`")
+        if log and index.mask_threshold and residents[0].masked_kmers is None:
+            log(f"note: {index_path} was built before indexes listed their masked q-grams, so the run misses hits "
+                "at masked q-grams that it would find with an index rebuilt by `peanut index`")
         stage = stages[0]
         # the programs build on side threads while the postprocessor loads and the first batch is read
         failed = threading.Event()

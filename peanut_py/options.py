@@ -122,13 +122,6 @@ class MapOptions:
     def best_stratum_selection(self):
         return self.mode == "best" and not self.validate_all
 
-    @property
-    def masked_aware_threshold(self):
-        """Modes all and strata:N promise every hit within the q-gram lemma's bound, so the votes threshold
-        of a read strand is lowered by its masked q-grams (docs/core.md, "what mode all guarantees"); mode
-        best keeps the plain threshold, whose candidates its selection and MAPQ are built on."""
-        return self.n_strata != 1
-
     def with_read_group(self, read_group_id):
         return replace(self, read_group_id=read_group_id)
 
