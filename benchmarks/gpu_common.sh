@@ -20,6 +20,15 @@ minibwa_index() {
   ( mkdir -p mb && ln -sf $W/chr20.fa mb/chr20.fa && minibwa index -t ${1:-4} mb/chr20.fa > mb.log 2>&1
     echo minibwa-index $? ) &
 }
+# truth_part N SET...: ptruth_SET.sam, the true alignments of SET's first N reads, from truth_SET.sam (removed);
+# mason writes the records in the reads' order, a pair's two mates together
+truth_part() {
+  local n=$1 set; shift
+  for set in "$@"; do
+    awk -v n=$n '/^@/ {print; next} {if (++k > n) exit; print}' truth_$set.sam > ptruth_$set.sam
+    rm -f truth_$set.sam
+  done
+}
 # simulate_pairs N [THREADS [TRUTH]], simulate_single N [THREADS [TRUTH]]: N pairs 2x150 (r1.fq, r2.fq, seed 21)
 # or N single-end 100 bp reads (se.fq, seed 22) from chr20, in the background (mason's reads depend on its thread
 # count, not on whether it also writes their true alignments to the SAM file TRUTH)

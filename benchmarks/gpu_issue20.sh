@@ -28,13 +28,8 @@ simulate_single 10000000 6 $([ $SC = 1 ] && echo truth_se.sam)
 for j in $(jobs -p); do wait $j; done; say "prepared after $(( $(date +%s) - T0 )) s"
 head -$(( 4 * 5000000 / PART )) r1.fq > p1.fq; head -$(( 4 * 5000000 / PART )) r2.fq > p2.fq
 head -$(( 4 * 10000000 / PART )) se.fq > pse.fq
-# the truth of that part (mason writes the records in the reads' order, a pair's two mates together)
-if [ $SC = 1 ]; then
-  for set in se pe; do
-    awk -v n=$(( 10000000 / PART )) '/^@/ {print; next} {if (++k > n) exit; print}' truth_$set.sam > ptruth_$set.sam
-    rm -f truth_$set.sam
-  done
-fi
+# the truth of that part
+[ $SC = 1 ] && truth_part $(( 10000000 / PART )) se pe
 head -4000 se.fq > tiny.fq; $NEW map -t 16 chr20.h5 tiny.fq > /dev/null 2> warm.err
 # one NAME READS CMD...: a tool on a set, measured (READS: how many reads it maps, for the table)
 one() {

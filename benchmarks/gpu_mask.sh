@@ -15,11 +15,7 @@ simulate_pairs 5000000 8 truth_pe.sam
 simulate_single 10000000 8 truth_se.sam
 for j in $(jobs -p); do wait $j; done; echo "prep $(( $(date +%s) - T0 )) s"
 for m in $MASKS; do grep -h "masked\|mask" ix$m.log | head -2 | cut -c1-200; done
-for set in se pe; do
-  # the truth of the first 2 M reads (mason writes the records in the reads' order, a pair's two mates together)
-  awk -v n=2000000 '/^@/ {print; next} {if (++k > n) exit; print}' truth_$set.sam > ptruth_$set.sam
-  rm -f truth_$set.sam
-done
+truth_part 2000000 se pe
 head -4000 se.fq > tiny.fq; for m in $MASKS; do $NEW map -t 16 m$m.h5 tiny.fq > /dev/null 2> warm.err; done
 for set in se pe; do
   if [ $set = pe ]; then IN="r1.fq r2.fq"; else IN="se.fq"; fi

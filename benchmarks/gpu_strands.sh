@@ -31,13 +31,7 @@ SC=${SCORE:-0}
 simulate_pairs 5000000 8 $([ $SC = 1 ] && echo truth_pe.sam)
 simulate_single 10000000 8 $([ $SC = 1 ] && echo truth_se.sam)
 wait; echo "prep $(( $(date +%s) - T0 )) s"
-if [ $SC = 1 ]; then
-  # the truth of the first 2 M reads (mason writes the records in the reads' order, a pair's two mates together)
-  for set in se pe; do
-    awk -v n=2000000 '/^@/ {print; next} {if (++k > n) exit; print}' truth_$set.sam > ptruth_$set.sam
-    rm -f truth_$set.sam
-  done
-fi
+[ $SC = 1 ] && truth_part 2000000 se pe
 head -4000 se.fq > tiny.fq
 $NEW map -t 16 chr20.h5 tiny.fq > /dev/null 2> warm_new.err
 $OLD map -t 16 chr20.h5 tiny.fq > /dev/null 2> warm_old.err
