@@ -31,6 +31,7 @@ SORT_BLOCK = 16  # slot entries sorted by insertion before the merge passes
 # device pays more for a work-group per slot than it saves.  True or False forces either kernel.
 SORT_LOCAL = 4096
 SORT_GROUP = 128
+MASKED_GROUP = 64  # work-items that count one masked q-gram value's occurrences in the read buffer
 SLOT_SORT_BY_GROUP = None
 # Device bytes per raw hit of a window: its diagonal 4, the slot sort's scratch 4, candidates up to 16 (one
 # per hit at worst), slack.
@@ -291,9 +292,11 @@ class _Filtration:
             digest = hashlib.blake2b(host_masked.data, digest_size=16).digest()
             masked = device.constant(("masked_kmers", digest), lambda: host_masked)
             self.masked_per_rs = device.zeros(rb.n_rs, np.uint32)
-            device.launch(self.knl.count_masked, len(masked), masked.data, np.uint32(len(masked)), qi.I.data,
-                          qi.S.data, qi.Sp.data, qi.O.data, qi.Ob.data, rb.pos_rs.data,
-                          self.masked_per_rs.data)
+            # a CPU device runs a group's work-items one after the other: one per value there
+            group = 1 if device.host_memory else device.local_group(self.knl.count_masked, MASKED_GROUP)
+            self.knl.count_masked(device.queue, (len(masked) * group,), (group,), masked.data,
+                                  np.uint32(len(masked)), qi.I.data, qi.S.data, qi.Sp.data, qi.O.data, qi.Ob.data,
+                                  rb.pos_rs.data, self.masked_per_rs.data)
         self._present_cache = {}  # per chunk of a resident table
         # (array, flag) for the threshold of the slots and of keep_votes: the counts, or unused.
         self.masked_args = ((self.masked_per_rs, np.uint32(1)) if self.masked_per_rs is not None

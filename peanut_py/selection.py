@@ -63,17 +63,18 @@ class BestStratumSelection:
         if n == 0 or n_reads == 0:
             return validate(device.empty(0, np.uint32)[:0])
         phase = device.empty(n, np.uint32)[:n]
-        lo, hi, vmax = (device.empty(n_reads, np.uint32) for _ in range(3))
+        vmax, k1 = (device.empty(n_reads, np.uint32) for _ in range(2))
         device.launch(self.knl.mark_leaders, n_reads, np.uint32(n_reads), np.uint32(n), candidates.rs.data,
-                      candidates.votes.data, np.uint32(self.lead_margin), lo.data, hi.data, vmax.data, phase.data)
+                      candidates.votes.data, np.uint32(self.lead_margin), vmax.data, k1.data, phase.data)
         leaders = self._select(phase, PHASE_LEADER)
         out = validate(leaders)
         dist, _, _, keep = out
+        device.launch(self.knl.best_leader_edits, n, np.uint32(n), candidates.rs.data, phase.data, dist.data,
+                      keep.data, k1.data)
         masked, use_masked = ((self.masked_per_rs, 1) if self.masked_per_rs is not None else (vmax, 0))
-        device.launch(self.knl.mark_rivals, n_reads, np.uint32(n_reads), lo.data, hi.data, vmax.data,
-                      candidates.rs.data, candidates.votes.data, dist.data, keep.data, read_buffer.rs_start.data,
-                      masked.data, np.uint32(use_masked), np.uint32(self.delta), np.uint32(self.ratio[0]),
-                      np.uint32(self.ratio[1]), phase.data)
+        device.launch(self.knl.mark_rivals, n, np.uint32(n), vmax.data, k1.data, candidates.rs.data,
+                      candidates.votes.data, read_buffer.rs_start.data, masked.data, np.uint32(use_masked),
+                      np.uint32(self.delta), np.uint32(self.ratio[0]), np.uint32(self.ratio[1]), phase.data)
         rivals = self._select(phase, PHASE_RIVAL)
         out = validate(rivals, out=out)
         self.counts = {"leaders": int(leaders.size), "rivals": int(rivals.size), "candidates": n}

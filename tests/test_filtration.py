@@ -939,6 +939,27 @@ def test_gpu_slot_sort_of_read_strands_larger_than_local_memory(repeat_slots, mi
     assert_candidates_equal(cand.to_host(), want)
 
 
+def test_gpu_masked_counts_by_work_groups(repeat_slots):
+    """A device with its own memory counts each masked value's occurrences with a work-group striding over
+    them (count_masked); run that path on the CPU device, with values of hundreds of occurrences: the counts
+    per read strand and the thresholds they lower equal the brute force's."""
+    p = repeat_slots
+    text, rs_start, pos_rs = ref_text(p["codes"], p["offsets"])
+    g, _ = ref_qgrams(text, rs_start, pos_rs, p["q"])
+    values, counts = np.unique(g, return_counts=True)
+    pick = np.random.default_rng(7).random(len(values)) < 0.2
+    pick[np.argmax(counts)] = True  # the most frequent value among them
+    masked = values[pick].astype(np.uint32)
+    assert counts[pick].max() > 4 * filtration.MASKED_GROUP  # several strides of a group
+    m = masked_per_strand(p["codes"], p["offsets"], p["q"], masked)
+    gpu = Device(host_memory=False)
+    rb, qi, res = on_device(gpu, p)
+    table = min_votes_table("auto", p["q"], p["step"])
+    cand = filter_reference(gpu, res, qi, rb, masked_kmers=masked)
+    np.testing.assert_array_equal(cand.masked_per_rs.get()[: rb.n_rs], m)
+    assert_candidates_equal(cand.to_host(), apply_threshold(collapse(p["rs"], p["diag"], 8), p["offsets"], table, m))
+
+
 # ---------------------------------------------------------------- votes threshold
 
 def test_votes_threshold_values():

@@ -492,18 +492,21 @@ inline void sort_slot(__global uint *a, __global uint *tmp, uint n)
 // Collapse rule: in a sorted slot, a cluster ends where the next diagonal is more than gap larger; it is
 // kept as a candidate when its votes (raw hits) reach slot_threshold (votes.clh).
 
-// Occurrences of the masked q-gram values in the read buffer, per read strand (one work-item per value):
-// masked value m on the forward strands, and where the index holds rc(m), m on the reverse strands.
+// Occurrences of the masked q-gram values in the read buffer, per read strand: masked value m on the
+// forward strands, and where the index holds rc(m), m on the reverse strands.  A work-group per value, its
+// work-items striding over the value's occurrences: a value frequent enough in the genome to be masked is
+// often frequent in the reads too, and one work-item would walk its thousands of occurrences alone.
 __kernel void count_masked(__global const uint *masked, const uint n_masked, __global const uint *I,
                            __global const uint *S, __global const uint *Sp, __global const uint *O,
                            __global const uchar *Ob, __global const uint *pos_rs, __global uint *masked_per_rs)
 {
-    uint k = get_global_id(0);
+    uint k = get_group_id(0);
     if (k >= n_masked) return;
     for (uint strand = 0; strand < 2; ++strand) {
         uint ks, ke;
         index_pair(I, S, Sp, Ob, strand ? qgram_rc(masked[k]) : masked[k], &ks, &ke);
-        for (uint b = ks; b < ke; ++b) atomic_inc(&masked_per_rs[pos_rs[O[b]] + strand]);
+        for (uint b = ks + get_local_id(0); b < ke; b += get_local_size(0))
+            atomic_inc(&masked_per_rs[pos_rs[O[b]] + strand]);
     }
 }
 

@@ -10,6 +10,7 @@
 
 #define PHASE_LEADER 1u
 #define PHASE_RIVAL 2u
+#define NO_LEADER 0xFFFFFFFFu  // read_k1 of a read without a validated leader
 
 // Votes that the candidate of an occurrence with e edits of a read strand of length n is guaranteed to
 // have (filtration.guaranteed_votes, the q-gram lemma with sampling step and collapse gap).
@@ -22,11 +23,12 @@ inline long lemma_votes(long n, long e)
     return (hits + pieces - 1) / pieces;
 }
 
-// One work-item per read: its candidate range, its most voted candidate's votes, and the leaders: the
-// candidates within `lead_margin` votes of the most voted one (the likely best stratum).
+// One work-item per read: its most voted candidate's votes, and the leaders: the candidates within
+// `lead_margin` votes of the most voted one (the likely best stratum).  read_k1 is reset for
+// best_leader_edits.
 __kernel void mark_leaders(const uint n_reads, const uint n_cand, __global const uint *rs,
-                           __global const uint *votes, const uint lead_margin, __global uint *read_lo,
-                           __global uint *read_hi, __global uint *read_vmax, __global uint *phase)
+                           __global const uint *votes, const uint lead_margin, __global uint *read_vmax,
+                           __global uint *read_k1, __global uint *phase)
 {
     const uint r = get_global_id(0);
     if (r >= n_reads) return;
@@ -35,40 +37,41 @@ __kernel void mark_leaders(const uint n_reads, const uint n_cand, __global const
     uint vmax = 0;
     for (uint c = lo; c < hi; ++c) vmax = max(vmax, votes[c]);
     for (uint c = lo; c < hi; ++c) phase[c] = votes[c] + lead_margin >= vmax ? PHASE_LEADER : 0u;
-    read_lo[r] = lo;
-    read_hi[r] = hi;
     read_vmax[r] = vmax;
+    read_k1[r] = NO_LEADER;
 }
 
-// One work-item per read, after the leaders were validated: k1 = the fewest edits of a validated leader.
-// A candidate becomes a rival when its votes reach
+// One work-item per candidate, after the leaders were validated: k1 of each read (read_k1) = the fewest
+// edits of its validated leaders, NO_LEADER where none was kept.  Per candidate rather than per read: a read
+// in a masked repeat can have thousands of candidates, which one work-item would walk alone.
+__kernel void best_leader_edits(const uint n_cand, __global const uint *rs, __global const uint *phase,
+                                __global const int *dist, __global const uint *keep, __global uint *read_k1)
+{
+    const uint c = get_global_id(0);
+    if (c >= n_cand || phase[c] != PHASE_LEADER || !keep[c]) return;
+    atomic_min(&read_k1[rs[c] >> 1], (uint)dist[c]);
+}
+
+// One work-item per candidate that is not a leader: it becomes a rival when its votes reach
 //     min(G(k1), max(G(k1 + delta), ceil(vmax * ratio_num / ratio_den)))
 // (G = lemma_votes of its read strand, lowered by the strand's masked q-grams as in filtration): every
 // occurrence with <= k1 edits keeps a candidate with G(k1) votes, so the best stratum is complete; rivals
 // with up to k1 + delta edits are complete too unless they fall below the ratio of the best candidate.
 // A read without a validated leader has all its candidates selected.
-__kernel void mark_rivals(const uint n_reads, __global const uint *read_lo, __global const uint *read_hi,
-                          __global const uint *read_vmax, __global const uint *rs, __global const uint *votes,
-                          __global const int *dist, __global const uint *keep, __global const uint *rs_start,
+__kernel void mark_rivals(const uint n_cand, __global const uint *read_vmax, __global const uint *read_k1,
+                          __global const uint *rs, __global const uint *votes, __global const uint *rs_start,
                           __global const uint *masked_per_rs, const uint use_masked, const uint delta,
                           const uint ratio_num, const uint ratio_den, __global uint *phase)
 {
-    const uint r = get_global_id(0);
-    if (r >= n_reads) return;
-    const uint lo = read_lo[r], hi = read_hi[r];
-    int k1 = -1;
-    for (uint c = lo; c < hi; ++c)
-        if (phase[c] == PHASE_LEADER && keep[c] && (k1 < 0 || dist[c] < k1)) k1 = dist[c];
-    const long ratio_votes = ((long)read_vmax[r] * ratio_num + ratio_den - 1) / ratio_den;
-    for (uint c = lo; c < hi; ++c) {
-        if (phase[c] == PHASE_LEADER) continue;
-        long need = 0;
-        if (k1 >= 0) {
-            const uint s = rs[c];
-            const long n = (long)(rs_start[s + 1] - rs_start[s]);
-            const long m = use_masked ? (long)masked_per_rs[s] : 0L;
-            need = min(lemma_votes(n, k1) - m, max(lemma_votes(n, (long)k1 + delta) - m, ratio_votes));
-        }
-        phase[c] = (long)votes[c] >= need ? PHASE_RIVAL : 0u;
+    const uint c = get_global_id(0);
+    if (c >= n_cand || phase[c] == PHASE_LEADER) return;
+    const uint s = rs[c], r = s >> 1, k1 = read_k1[r];
+    long need = 0;
+    if (k1 != NO_LEADER) {
+        const long ratio_votes = ((long)read_vmax[r] * ratio_num + ratio_den - 1) / ratio_den;
+        const long n = (long)(rs_start[s + 1] - rs_start[s]);
+        const long m = use_masked ? (long)masked_per_rs[s] : 0L;
+        need = min(lemma_votes(n, k1) - m, max(lemma_votes(n, (long)k1 + delta) - m, ratio_votes));
     }
+    phase[c] = (long)votes[c] >= need ? PHASE_RIVAL : 0u;
 }
