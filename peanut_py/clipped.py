@@ -18,10 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .hit_lists import weak_reads_and_flags
+from .layout import MAX_READ_LENGTH
 from .options import DEFAULT_MIN_IDENTITY, Scoring
 from .ranking import gather_read_strands
 from .rescue import RescueWindows, align_windows, rescued_hits
-from .validation import max_errors_table
+from .validation import max_errors_on_device, max_errors_table
 
 MAX_PER_READ = 4  # candidates aligned per read without a validated hit (both strands together)
 RATIO = (1, 2)  # ... each with at least this share of the read's best candidate's votes
@@ -59,6 +60,10 @@ def _mark_kernel(device):
     return device.kernels("clipped").mark_clipped
 
 
+def _has_hit_kernel(device):
+    return device.kernels("clipped").read_has_hit
+
+
 def _align_kernel(device):
     """A kernel object of the rescue program for this step alone: paired runs launch the rescue kernel from
     their host stage thread at the same time, and a kernel object carries its arguments."""
@@ -73,38 +78,56 @@ def build_programs(device):
 
     where(device)
     _mark_kernel(device)
+    _has_hit_kernel(device)
     _align_kernel(device)
 
 
 def _chosen(device, candidates, has_hit, max_per_read, ratio):
-    """The indices of the candidates that the step aligns, ascending, as a device uint32 array (None when
-    none is chosen): ``kernels/clipped.cl`` over the device ``candidates`` (sorted by rs) with ``has_hit``
-    (host, one flag per read of the buffer)."""
-    import pyopencl.array as cla
-
+    """The candidates that the step aligns, as ``(indices, count)`` device arrays (uint32; the first ``count``
+    indices, ascending, are the chosen ones), or None when there is no candidate: ``kernels/clipped.cl`` over
+    the device ``candidates`` (sorted by rs) with ``has_hit`` (a device uint8 array, one flag per read of the
+    buffer). Nothing is waited for: the caller downloads the count with what else it needs."""
     from .scans import where
 
     n = int(candidates.n)
-    n_reads = len(has_hit)
+    n_reads = has_hit.size
     if n == 0 or n_reads == 0:
         return None
-    queue, pool = device.queue, device.pool
-    flags = cla.to_device(queue, np.ascontiguousarray(has_hit, dtype=np.uint8), allocator=pool)
+    queue = device.queue
     chosen = device.empty(n, np.uint32)
     device.launch(_mark_kernel(device), n_reads, np.uint32(n_reads), np.uint32(n), candidates.rs.data,
-                  candidates.votes.data, flags.data, np.uint32(max_per_read), np.uint32(ratio[0]),
+                  candidates.votes.data, has_hit.data, np.uint32(max_per_read), np.uint32(ratio[0]),
                   np.uint32(ratio[1]), chosen.data)
     out = device.empty(n, np.uint32)
     count = device.empty(1, np.uint32)
     where(device)(chosen[:n], np.uint32(1), count, np.uint32(0), out, count, size=n, queue=queue)
-    m = int(count.get()[0])
-    return out[:m] if m else None
+    return out, count
 
 
 def choose_candidates(device, candidates, has_hit, max_per_read=MAX_PER_READ, ratio=RATIO):
-    """Indices (host int64, ascending) of the candidates that the step aligns (see :func:`_chosen`)."""
-    picked = _chosen(device, candidates, has_hit, max_per_read, ratio)
-    return np.zeros(0, dtype=np.int64) if picked is None else picked.get().astype(np.int64)
+    """Indices (host int64, ascending) of the candidates that the step aligns (see :func:`_chosen`);
+    ``has_hit``: host flags, one per read."""
+    import pyopencl.array as cla
+
+    flags = cla.to_device(device.queue, np.ascontiguousarray(has_hit, dtype=np.uint8), allocator=device.pool)
+    chosen = _chosen(device, candidates, flags, max_per_read, ratio)
+    if chosen is None:
+        return np.zeros(0, dtype=np.int64)
+    out, count = chosen
+    m = int(count.get()[0])
+    return out[:m].get().astype(np.int64) if m else np.zeros(0, dtype=np.int64)
+
+
+def read_has_hit(device, hits, rs_start, n_reads, min_identity):
+    """Per read of the buffer, on the device (uint8): a validated hit whose distance is at most half of
+    validation's error bound for the read's length (``kernels/clipped.cl``, read_has_hit; the host's
+    weak_reads_and_flags gives the same ``has_hit``). ``hits``: validation's ValidatedHits; ``rs_start``: the
+    read buffer's read-strand starts (device)."""
+    flags = device.empty(n_reads, np.uint8)
+    table = max_errors_on_device(device, MAX_READ_LENGTH, min_identity)
+    device.launch(_has_hit_kernel(device), n_reads, np.uint32(n_reads), np.uint32(hits.n), hits.rs.base_data,
+                  hits.dist.base_data, rs_start.data, table.data, flags.data)
+    return flags
 
 
 def candidate_windows(rs, diag_lo, diag_hi, read_lengths, max_errors, contig_offsets, contig_ends):
@@ -134,28 +157,38 @@ def weak_reads(n_reads, hit_rs, hit_dist, read_lengths, max_errors):
     return weak_reads_and_flags(n_reads, hit_rs, hit_dist, read_lengths, max_errors)[0]
 
 
-def clipped_hits(device, resident, codes, offsets, found, candidates, search, contig_offsets, contig_ends,
-                 lengths=None):
-    """The step for one read buffer: ``(hits, kept)``. ``found``: the validated hits ``(rs, ref_start,
-    ref_end, dist)``; ``kept``: which of them stay (a bool mask); ``hits``: the new hits ``(rs, ref_start,
-    ref_end, dist)`` (sorted by rs, duplicates removed). Judged locally are the reads without a validated hit
-    and the weak ones (:func:`weak_reads`): their strongest candidates (``kernels/clipped.cl``) and, for weak
-    reads, their validated hits are aligned locally, and the validated hits of weak reads are replaced by
-    these alignments, so that all hits of a read are ranked by one measure. ``codes``/``offsets``: the
-    buffer's forward reads (``lengths``: np.diff(offsets), when the caller has it); ``candidates``: its
-    filtration's candidates."""
-    hit_rs, hit_start, hit_end, hit_dist = (np.asarray(a) for a in found)
+def clipped_hits(device, resident, codes, offsets, hits, candidates, search, contig_offsets, contig_ends,
+                 rs_start, lengths=None):
+    """The step for one read buffer: ``(found, new, kept)``. ``hits``: validation's ValidatedHits (device);
+    ``found``: those hits on the host ``(rs, ref_start, ref_end, dist)``; ``kept``: which of them stay (a bool
+    mask); ``new``: the new hits ``(rs, ref_start, ref_end, dist)`` (sorted by rs, duplicates removed).
+    Judged locally are the reads without a validated hit and the weak ones (:func:`weak_reads`): their
+    strongest candidates (``kernels/clipped.cl``) and, for weak reads, their validated hits are aligned
+    locally, and the validated hits of weak reads are replaced by these alignments, so that all hits of a
+    read are ranked by one measure. ``codes``/``offsets``: the buffer's forward reads (``lengths``:
+    np.diff(offsets), when the caller has it); ``rs_start``: the read buffer's read-strand starts on the
+    device; ``candidates``: its filtration's candidates. The reads to align are chosen on the device
+    (read_has_hit) before the validated hits come to the host, so that one wait brings both."""
     n_reads = len(offsets) - 1
     lengths = np.diff(np.asarray(offsets, dtype=np.int64)) if lengths is None else lengths
+    chosen = None
+    if n_reads:
+        chosen = _chosen(device, candidates, read_has_hit(device, hits, rs_start, n_reads, search.min_identity),
+                         search.max_per_read, search.ratio)
+    arrays = [hits.rs, hits.ref_start, hits.ref_end, hits.dist] + ([chosen[1]] if chosen is not None else [])
+    host = device.get_all(arrays, [hits.n] * 4 + [1] * (chosen is not None))
+    found = tuple(host[:4])
+    hit_rs, hit_start, hit_end, hit_dist = found
     table = max_errors_table(int(lengths.max()) if n_reads else 0, search.min_identity)
-    _, has_hit, kept = weak_reads_and_flags(n_reads, hit_rs, hit_dist, lengths, table)
+    kept = weak_reads_and_flags(n_reads, hit_rs, hit_dist, lengths, table)[2]
     empty = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int32))
-    picked = _chosen(device, candidates, has_hit, search.max_per_read, search.ratio)
-    if picked is None:
+    m = int(host[4][0]) if chosen is not None else 0
+    if m == 0:
         rs = diag_lo = diag_hi = np.zeros(0, dtype=np.int64)
     else:
         import pyopencl.array as cla
 
+        picked = chosen[0][:m]
         # the chosen candidates' fields taken on the device and downloaded with one wait
         rs, diag_lo, diag_hi = (a.astype(np.int64) for a in device.get_all(
             [cla.take(a, picked) for a in (candidates.rs, candidates.diag_lo, candidates.diag_hi)]))
@@ -168,21 +201,21 @@ def clipped_hits(device, resident, codes, offsets, found, candidates, search, co
     diag_hi = np.maximum(diag_lo, diag_hi)
     windows = candidate_windows(rs, diag_lo, diag_hi, lengths, table, contig_offsets, contig_ends)
     if windows.n == 0:
-        return empty, kept
+        return found, empty, kept
     # the read strands of the reads concerned (each once, in batch order): read strand 2 * k + s
     reads, local = np.unique(windows.read, return_inverse=True)
-    text, rs_start = gather_read_strands(np.asarray(codes, dtype=np.uint8), np.asarray(offsets, dtype=np.int64),
-                                         np.repeat(reads, 2).astype(np.int64),
-                                         np.tile(np.array([0, 1], dtype=np.uint8), len(reads)))
+    text, rs_start_host = gather_read_strands(np.asarray(codes, dtype=np.uint8), np.asarray(offsets, dtype=np.int64),
+                                              np.repeat(reads, 2).astype(np.int64),
+                                              np.tile(np.array([0, 1], dtype=np.uint8), len(reads)))
     task_rs = 2 * local + windows.strand
     opts = _AlignOptions(search.scoring)
-    score, end_i, end_j, start_diag = align_windows(device, resident, text, rs_start, task_rs, windows.lo,
+    score, end_i, end_j, start_diag = align_windows(device, resident, text, rs_start_host, task_rs, windows.lo,
                                                     windows.hi, opts, kernel=_align_kernel(device))
     # dist: the score lost against a perfect match of the whole read, in matches (BWA-MEM ranks local hits by
     # score; mate rescue's coarser unit, one substitution, would tie hits a few matches apart)
-    hits = rescued_hits(windows, lengths, score, end_i, end_j, start_diag, opts, contig_offsets, contig_ends,
-                        min_score=search.min_kernel_score, unit=search.scoring.match)
-    return _unique_hits(hits), kept
+    new_hits = rescued_hits(windows, lengths, score, end_i, end_j, start_diag, opts, contig_offsets, contig_ends,
+                            min_score=search.min_kernel_score, unit=search.scoring.match)
+    return found, _unique_hits(new_hits), kept
 
 
 @dataclass(frozen=True)
@@ -207,4 +240,4 @@ def _unique_hits(hits):
 
 
 __all__ = ["ClippedSearch", "MAX_PER_READ", "RATIO", "DEFAULT_MIN_SCORE", "build_programs", "choose_candidates",
-           "candidate_windows", "weak_reads", "clipped_hits"]
+           "read_has_hit", "candidate_windows", "weak_reads", "clipped_hits"]

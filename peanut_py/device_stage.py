@@ -125,13 +125,17 @@ class DeviceStage:
                                           masked_per_rs=candidates.masked_per_rs)
         hits = validate_hits(self.device, self.resident, buffer, candidates, min_identity=self.min_identity,
                              select=select)
-        host = hits.to_host()
-        t3 = time.perf_counter()
-        found = (host["rs"], host["ref_start"], host["ref_end"], host["dist"])
         n_clipped = 0
-        if self.clipped is not None:
-            extra, kept = clipped_step.clipped_hits(self.device, self.resident, codes, offsets, found, candidates,
-                                                    self.clipped, *self.contigs(), lengths=lengths)
+        if self.clipped is None:
+            host = hits.to_host()
+            found = (host["rs"], host["ref_start"], host["ref_end"], host["dist"])
+            t3 = time.perf_counter()
+        else:
+            # the clipped step chooses its reads on the device and brings the validated hits with them
+            t3 = time.perf_counter()
+            found, extra, kept = clipped_step.clipped_hits(self.device, self.resident, codes, offsets, hits,
+                                                           candidates, self.clipped, *self.contigs(),
+                                                           rs_start=buffer.rs_start, lengths=lengths)
             n_clipped = len(extra[0])
             keep = None if kept.all() else kept
             if n_clipped:

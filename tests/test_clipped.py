@@ -61,6 +61,40 @@ def test_choice_equals_numpy(device, seed):
         assert len(want) > 100  # the rule has work to do: many reads with several candidates
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_read_has_hit_on_the_device_equals_the_host_flags(device, seed):
+    """The reads the step leaves alone, chosen on the device from the validated hits (read_has_hit), are those
+    the host's weak_reads_and_flags gives: a hit within half of validation's error bound for the read's length."""
+    from types import SimpleNamespace
+
+    import pyopencl.array as cla
+
+    from peanut_py.clipped import read_has_hit
+    from peanut_py.hit_lists import weak_reads_and_flags
+    from peanut_py.layout import MAX_READ_LENGTH
+    from peanut_py.validation import max_errors_table
+
+    rng = np.random.default_rng(seed)
+    n_reads = 2000
+    lengths = np.where(rng.random(n_reads) < 0.5, rng.choice([100, 150, 151], n_reads),
+                       rng.integers(0, MAX_READ_LENGTH + 1, n_reads))
+    rs_start = np.zeros(2 * n_reads + 1, np.uint32)
+    rs_start[1:] = np.cumsum(np.repeat(lengths, 2))
+    per_rs = rng.choice([0, 0, 1, 2, 5], 2 * n_reads)
+    hit_rs = np.repeat(np.arange(2 * n_reads, dtype=np.uint32), per_rs)
+    table = max_errors_table(MAX_READ_LENGTH, 0.8)
+    # distances around each read's half bound, where the rule turns
+    half = (table[lengths[hit_rs >> 1]] // 2).astype(np.int64)
+    dist = np.maximum(0, half + rng.integers(-2, 3, len(hit_rs))).astype(np.int32)
+    q = device.queue
+    hits = SimpleNamespace(n=len(hit_rs), rs=cla.to_device(q, np.append(hit_rs, 0).astype(np.uint32)),
+                           dist=cla.to_device(q, np.append(dist, 0).astype(np.int32)))
+    got = read_has_hit(device, hits, cla.to_device(q, rs_start), n_reads, 0.8).get()
+    want = weak_reads_and_flags(n_reads, hit_rs, dist, lengths, table)[1]
+    np.testing.assert_array_equal(got, want)
+    assert 200 < want.sum() < n_reads - 200  # both kinds of read, and reads without hits
+
+
 def test_candidate_windows_stay_in_their_contig():
     from peanut_py.clipped import candidate_windows
 

@@ -39,3 +39,22 @@ __kernel void mark_clipped(const uint n_reads, const uint n_cand, __global const
         above = level;
     }
 }
+
+// One work-item per read: has_hit[r] = 1 when the read has a validated hit (hit_rs[0 .. n_hits), sorted by
+// read strand) whose edit distance is at most half of validation's bound max_errors[length]: its whole-read
+// hits stand.  A read whose best hit has more is "weak" (often a clipped end forced into an edit-distance
+// alignment) and is judged locally, as a read without hits is.  peanut_py/_hit_lists.pyx (weak_read_flags)
+// states the same rule on the host, where the weak reads' own hits are taken.
+__kernel void read_has_hit(const uint n_reads, const uint n_hits, __global const uint *hit_rs,
+                           __global const int *hit_dist, __global const uint *rs_start,
+                           __global const uint *max_errors, __global uchar *has_hit)
+{
+    const uint r = get_global_id(0);
+    if (r >= n_reads) return;
+    const uint lo = lower_bound_rs(hit_rs, n_hits, 2 * r);
+    const uint hi = lower_bound_rs(hit_rs, n_hits, 2 * r + 2);
+    int best = INT_MAX;
+    for (uint i = lo; i < hi; ++i) best = min(best, hit_dist[i]);
+    const uint length = rs_start[2 * r + 1] - rs_start[2 * r];
+    has_hit[r] = (uchar)(lo < hi && best <= (int)(max_errors[length] / 2u));
+}
